@@ -1,0 +1,16 @@
+"""jaxcontact: differentiable simulation of rigid bodies in smoothed frictional contact."""
+
+from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
+from jaxcontact.scene import Scene
+from jaxcontact.solvers.newton import Newton
+from jaxcontact.step import rollout, step
+from jaxcontact.types import (RESULT_MESSAGES, Body, Control, Geom, Model, Plane, Result, Shape,
+                              State, StepInfo)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Body", "Contact", "Control", "Geom", "Model", "Newton", "Plane", "RESULT_MESSAGES",
+    "Result", "Scene", "Shape", "State", "StepInfo", "damping_to_restitution", "rollout",
+    "restitution_to_damping", "step",
+]

@@ -1,0 +1,113 @@
+"""The implicit step as an optimization problem: incremental potential and its residual.
+
+Variational implicit Euler (thesis Ch. 5, Eq. 104-106; ADD Sec. 3). With all body velocities
+stacked in u = (v_1, ω_1, ..., v_N, ω_N) and the configuration update q+(u) = q- ⊕ Δt u
+(positions by x + Δt v, orientations by the exact exponential map exp(Δt ω) ⊗ r):
+
+    Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_k U_n(d_k(q+(u))) + Δt Σ_k D_k(u; q+(ū), f_n(ū))
+
+U_n are the normal penalties; D_k the contact damping and friction dissipation potentials,
+whose geometry (normal, contact point, in-contact flag) and friction bound μ f_n are *lagged*
+at the point ū (thesis Eq. 132). The step solves r(u) = ∂Φ/∂u (u; ū = u) = 0, so at the
+solution every quantity is consistent with the end-of-step state; ∂r/∂u is the exact,
+in general non-symmetric, Jacobian (DESIGN.md section 1). The residual returned is M⁻¹ r:
+same roots, units of velocity, so one tolerance fits bodies of any mass.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxcontact.math import quat_integrate, quat_normalize, world_inertia
+from jaxcontact.models import contact as laws
+from jaxcontact.models.geometry import contact_frame, pair_parameters
+from jaxcontact.types import Control, Model, State
+
+
+def split_velocity(u, n_body):
+    """Flat (6N,) velocity -> linear (N, 3) and angular (N, 3) parts."""
+    u = u.reshape(n_body, 6)
+    return u[:, :3], u[:, 3:]
+
+
+def join_velocity(vel, ang_vel):
+    """Linear (N, 3) and angular (N, 3) velocities -> flat (6N,)."""
+    return jnp.concatenate([vel, ang_vel], axis=-1).reshape(-1)
+
+
+def configuration(model: Model, state: State, u):
+    """q+(u): end-of-step positions and orientations for velocities u."""
+    vel, ang_vel = split_velocity(u, model.n_body)
+    return state.pos + model.dt * vel, quat_integrate(state.quat, ang_vel, model.dt)
+
+
+def free_velocity(model: Model, state: State, control: Control, inertia_w):
+    """ũ: velocities after one explicit step of external forces and gyroscopic torque."""
+    mass = model.body.mass[:, None]
+    vel = state.vel + model.dt * (model.gravity + control.force / mass)
+    spin = jnp.einsum("nij,nj->ni", inertia_w, state.ang_vel)
+    torque = control.torque - jnp.cross(state.ang_vel, spin)
+    ang_vel = state.ang_vel + model.dt * jnp.linalg.solve(inertia_w, torque[..., None])[..., 0]
+    return join_velocity(vel, ang_vel)
+
+
+def _point_velocity(vel, ang_vel, pos, body, point):
+    """Velocity of the material point at `point` of each candidate's body (0 for the world)."""
+    zero = jnp.zeros((1, 3), vel.dtype)
+    vel, ang_vel, pos = (jnp.concatenate([a, zero]) for a in (vel, ang_vel, pos))
+    idx = jnp.asarray(body)  # -1 picks the appended zero row: the world does not move
+    return vel[idx] + jnp.cross(ang_vel[idx], point - pos[idx])
+
+
+def _contact_velocity(model, frame, pos, vel, ang_vel):
+    """Relative velocity of a with respect to b at each contact point, (K, 3)."""
+    return (_point_velocity(vel, ang_vel, pos, frame.body_a, frame.point)
+            - _point_velocity(vel, ang_vel, pos, frame.body_b, frame.point))
+
+
+def incremental_potential(u, u_lag, model: Model, state: State, control: Control):
+    """Φ(u; ū) of the module docstring (scalar)."""
+    params = model.contact
+    mu, k_n, k_d = pair_parameters(model)
+    inertia_w = world_inertia(state.quat, model.body.inertia)
+    du = (u - free_velocity(model, state, control, inertia_w)).reshape(model.n_body, 6)
+    kinetic = 0.5 * jnp.sum(model.body.mass * jnp.sum(du[:, :3] ** 2, axis=-1))
+    kinetic += 0.5 * jnp.einsum("ni,nij,nj->", du[:, 3:], inertia_w, du[:, 3:])
+
+    pos, quat = configuration(model, state, u)
+    frame = contact_frame(model, pos, quat)
+    elastic = jnp.sum(laws.normal_energy(frame.gap, k_n, params.normal, params.power,
+                                         params.smooth_width))
+
+    # lagged geometry and friction bound, evaluated at ū
+    pos_l, quat_l = configuration(model, state, u_lag)
+    lag = contact_frame(model, pos_l, quat_l)
+    f_n = laws.normal_force(lag.gap, k_n, params.normal, params.power, params.smooth_width)
+    vel, ang_vel = split_velocity(u, model.n_body)
+    v_rel = _contact_velocity(model, lag, pos_l, vel, ang_vel)
+    v_n = jnp.sum(v_rel * lag.normal, axis=-1)
+    slip = v_rel - v_n[:, None] * lag.normal
+    damping = laws.damping_dissipation(v_n, k_d, lag.gap < 0.0)
+    friction = laws.friction_dissipation(
+        jnp.sum(slip * slip, axis=-1), mu * f_n, params.friction, params.friction_stiffness,
+        params.friction_eps, k_n * model.dt)
+    return kinetic + elastic + model.dt * jnp.sum(damping + friction)
+
+
+def residual(u, args):
+    """M⁻¹ ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities. args = (model, state, control)."""
+    model, state, control = args
+    grad = jax.grad(incremental_potential)(u, u, model, state, control)
+    g_lin, g_ang = split_velocity(grad, model.n_body)
+    inertia_w = world_inertia(state.quat, model.body.inertia)
+    scaled_ang = jnp.linalg.solve(inertia_w, g_ang[..., None])[..., 0]
+    return join_velocity(g_lin / model.body.mass[:, None], scaled_ang)
+
+
+def advance(model: Model, state: State, u) -> State:
+    """The end-of-step state for velocities u."""
+    pos, quat = configuration(model, state, u)
+    vel, ang_vel = split_velocity(u, model.n_body)
+    return state.replace(pos=pos, quat=quat_normalize(quat), vel=vel, ang_vel=ang_vel,
+                         time=state.time + model.dt)

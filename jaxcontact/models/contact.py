@@ -1,0 +1,214 @@
+"""Contact laws as pure energy and dissipation functions of local contact quantities.
+
+Each law sees a gap `d` (m, negative in penetration), a normal slip-free velocity or a
+tangential slip velocity, and parameters; it returns a scalar energy per contact. Forces come
+from `jax.grad` of these energies, never from a second hand-written formula. Every law is
+finite in value and gradient at zero slip and at zero normal force (DESIGN.md section 4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import jax
+import jax.numpy as jnp
+
+from jaxcontact.math import safe_sqrt
+
+NORMAL_LAWS = ("linear", "power", "smooth")
+FRICTION_LAWS = ("huber", "pseudo_huber", "tanh", "linear")
+
+# Below this friction bound μ f_n (N) the tanh law is taken as exactly zero: the law divides by
+# (μ f_n)², which must stay far from float32 underflow (~1e-38).
+_TANH_MIN_BOUND = 1e-12
+
+
+# --- normal penalties -----------------------------------------------------------------------
+
+def linear_energy(d, k):
+    """U = k/2 min(d, 0)², the force f = k max(-d, 0) of ADD Eq. 16."""
+    pen = jnp.maximum(-d, 0.0)
+    return 0.5 * k * pen * pen
+
+
+def power_energy(d, k, p):
+    """U = k/p |min(d, 0)|^p (thesis Eq. 129, with |.| so that odd p keep the sign right).
+
+    p = 2 is `linear`; p = 3 gives a C1 force.
+    """
+    pen = jnp.maximum(-d, 0.0)
+    return k / p * pen ** p
+
+
+def smooth_energy(d, k, delta):
+    """C2 mollified penalty of width δ: U = k R_δ(-d).
+
+    The force k ρ_δ(x) (x = -d) uses the quartic ramp ρ_δ(x) = (x+δ)³(3δ-x)/(16δ³) on
+    |x| < δ, which matches 0 and the ramp x to second order at x = -δ and x = δ. So the force
+    starts at a gap of +δ, and for penetrations beyond δ it equals the `linear` force exactly;
+    R_δ(x) = x²/2 + δ²/10 there. Trade-off: larger δ gives smoother gradients near the edge of
+    contact but a force (and so a visible gap up to δ) before the surfaces touch; resting
+    penetration under a load F is F/k only once F/k > δ. As δ → 0 this tends to `linear`.
+    """
+    x = -d
+    y = jnp.clip(x + delta, 0.0, 2.0 * delta)
+    inner = (delta * y ** 4 - y ** 5 / 5.0) / (16.0 * delta ** 3)
+    outer = 0.5 * x * x + delta * delta / 10.0
+    return k * jnp.where(x >= delta, outer, jnp.where(x <= -delta, 0.0, inner))
+
+
+def normal_energy(d, k, law="linear", p=3.0, delta=1e-3):
+    """Normal penalty energy for the named law (see DESIGN.md section 4)."""
+    if law == "linear":
+        return linear_energy(d, k)
+    if law == "power":
+        return power_energy(d, k, p)
+    if law == "smooth":
+        return smooth_energy(d, k, delta)
+    raise ValueError(f"normal law must be one of {NORMAL_LAWS}, got {law!r}")
+
+
+def normal_force(d, k, law="linear", p=3.0, delta=1e-3):
+    """Magnitude of the repulsive normal force f_n = -dU/dd (elementwise)."""
+    grad = jax.grad(lambda dd: jnp.sum(normal_energy(dd, k, law, p, delta)))
+    return -grad(d)
+
+
+def damping_dissipation(v_n, k_d, in_contact):
+    """D = k_d/2 v_n² while in contact: the damping force -k_d v_n of ADD Eq. 21."""
+    return jnp.where(in_contact, 0.5 * k_d * v_n * v_n, 0.0)
+
+
+# --- friction (dissipation potentials of the tangential slip velocity) --------------------
+# All are written in z = |u_s|² so that they are smooth at u_s = 0 including their Hessian.
+
+def huber_dissipation(z, bound, k_f):
+    """Relaxed Coulomb potential of thesis Eq. 132, with bound = μ f_n.
+
+    D = k_f/2 |u_s|²                  if k_f |u_s| < μ f_n   (stick: viscous, stiffness k_f)
+      = μ f_n |u_s| - (μ f_n)²/(2 k_f)  otherwise              (slip: exact Coulomb force)
+    The force is -min(k_f, μ f_n/|u_s|) u_s (Eq. 133) and ADD's clamped linear law (Eq. 17).
+    """
+    z_star = (bound / k_f) ** 2
+    stick = z <= z_star  # z = 0 is always stick, so the slip branch never sees sqrt(0)
+    slip = bound * safe_sqrt(jnp.where(stick, 1.0, z)) - bound * bound / (2.0 * k_f)
+    return jnp.where(stick, 0.5 * k_f * z, slip)
+
+
+def pseudo_huber_dissipation(z, bound, eps):
+    """D = μ f_n (sqrt(|u_s|² + ε²) - ε): C∞, force → μ f_n for |u_s| >> ε."""
+    return bound * (jnp.sqrt(z + eps * eps) - eps)
+
+
+def _log_cosh_sqrt(y):
+    """log cosh(sqrt(y)) for y >= 0, smooth at 0 (series below 1e-3, error < 1e-11 rel.)."""
+    small = y < 1e-3
+    x = jnp.sqrt(jnp.where(small, 1.0, y))
+    big = x + jnp.log1p(jnp.exp(-2.0 * x)) - math.log(2.0)
+    return jnp.where(small, y / 2.0 - y * y / 12.0 + y ** 3 / 45.0, big)
+
+
+def tanh_dissipation(z, bound, k_t):
+    """Potential of ADD Eq. 18, f_t = -t μ f_n tanh(k_t |u_s| / (μ f_n)).
+
+    D = (μ f_n)²/k_t log cosh(k_t |u_s| / (μ f_n)); D = 0 where μ f_n = 0 (the limit).
+    """
+    ok = bound > _TANH_MIN_BOUND
+    b = jnp.where(ok, bound, 1.0)
+    return jnp.where(ok, b * b / k_t * _log_cosh_sqrt(k_t * k_t * z / (b * b)), 0.0)
+
+
+def friction_dissipation(z, bound, law, k_f, eps, k_t_linear):
+    """Friction potential of the named law at squared slip z and bound μ f_n.
+
+    `linear` is ADD's clamped law (Eq. 17), which is `huber` with k_t = k_n Δt.
+    """
+    if law == "huber":
+        return huber_dissipation(z, bound, k_f)
+    if law == "pseudo_huber":
+        return pseudo_huber_dissipation(z, bound, eps)
+    if law == "tanh":
+        return tanh_dissipation(z, bound, k_f)
+    if law == "linear":
+        return huber_dissipation(z, bound, k_t_linear)
+    raise ValueError(f"friction law must be one of {FRICTION_LAWS}, got {law!r}")
+
+
+# --- restitution (ADD Eq. 22) ----------------------------------------------------------------
+
+def _check_positive(name, value):
+    if isinstance(value, numbers.Real) and not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+
+
+def restitution_to_damping(restitution, stiffness, mass):
+    """Damping k_d giving coefficient of restitution e for a point mass (ADD Eq. 22 inverted).
+
+    e = exp(-π k_d / sqrt(4 k_n m - k_d²))  ⇔  k_d = 2 L sqrt(k_n m) / sqrt(π² + L²), L = -ln e.
+    e = 0 gives critical damping 2 sqrt(k_n m); e = 1 gives 0.
+    """
+    if isinstance(restitution, numbers.Real) and not 0.0 <= restitution <= 1.0:
+        raise ValueError(f"restitution must be in [0, 1], got {restitution!r}")
+    _check_positive("stiffness", stiffness)
+    _check_positive("mass", mass)
+    e = jnp.asarray(restitution)
+    crit = 2.0 * jnp.sqrt(stiffness * mass)
+    # L/sqrt(π²+L²) written as 1/sqrt(1 + (π/L)²), finite at e = 0 (L = ∞) and e = 1 (L = 0)
+    inv_l = -1.0 / jnp.log(jnp.clip(e, 0.0, 1.0))
+    return crit / jnp.sqrt(1.0 + (math.pi * inv_l) ** 2)
+
+
+def damping_to_restitution(damping, stiffness, mass):
+    """Coefficient of restitution of a point mass, ADD Eq. 22: e = exp(-π k_d/sqrt(4 k m - k_d²)).
+
+    Returns 0 at or above critical damping (k_d² >= 4 k m), where the contact does not rebound.
+    """
+    if isinstance(damping, numbers.Real) and damping < 0:
+        raise ValueError(f"damping must be >= 0, got {damping!r}")
+    _check_positive("stiffness", stiffness)
+    _check_positive("mass", mass)
+    disc = 4.0 * stiffness * mass - damping * damping
+    under = disc > 0
+    return jnp.where(under, jnp.exp(-math.pi * damping / jnp.sqrt(jnp.where(under, disc, 1.0))),
+                     0.0)
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Contact:
+    """Choice of contact and friction laws, passed to `Scene.build(contact=...)`.
+
+    Attributes:
+      normal: "linear" (ADD Eq. 16, default), "power" (thesis Eq. 129) or "smooth" (C2).
+      power: exponent p >= 2 of the "power" law.
+      smooth_width: width δ (m) of the "smooth" law.
+      friction: "huber" (thesis Eq. 132, default), "pseudo_huber", "tanh" (ADD Eq. 18) or
+        "linear" (ADD Eq. 17, clamped linear with k_t = k_n Δt).
+      friction_stiffness: k_f (N s/m) of "huber" and k_t of "tanh". Under a tangential load F
+        below the Coulomb bound a body creeps at F / k_f (relaxed friction has no force at
+        zero slip, thesis Sec. 5.5): the default 1e4 gives 0.1 mm/s per N of load.
+      friction_eps: regularization velocity ε (m/s) of "pseudo_huber".
+    """
+
+    normal: str = "linear"
+    power: float = 3.0
+    smooth_width: float = 1e-3
+    friction: str = "huber"
+    friction_stiffness: float = 1e4
+    friction_eps: float = 1e-4
+
+    def __post_init__(self):
+        if self.normal not in NORMAL_LAWS:
+            raise ValueError(f"normal must be one of {NORMAL_LAWS}, got {self.normal!r}")
+        if self.friction not in FRICTION_LAWS:
+            raise ValueError(f"friction must be one of {FRICTION_LAWS}, got {self.friction!r}")
+        if not (isinstance(self.power, numbers.Real) and self.power >= 2):
+            raise ValueError(f"power must be a number >= 2, got {self.power!r}")
+        for name in ("smooth_width", "friction_stiffness", "friction_eps"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            _check_positive(name, value)

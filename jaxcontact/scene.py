@@ -1,0 +1,203 @@
+"""`Scene`: a plain-Python builder that validates every input and builds (Model, State).
+
+All structure (body count, shapes, the contact-candidate table, laws, solver settings) is
+decided here with NumPy, once; the arrays it produces are the differentiable leaves.
+Every bad argument raises `ValueError` naming the argument and the value received.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcontact.models.contact import Contact
+from jaxcontact.solvers.newton import Newton
+from jaxcontact.types import (Body, ContactParams, ContactTable, Geom, Model, Plane, Shape,
+                              State)
+
+_QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
+_BOX_CORNERS = tuple(itertools.product((-1, 1), repeat=3))
+
+
+def _number(name, value, *, low=None, positive=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value!r}")
+    return value
+
+
+def _vector(name, value, size, *, positive=False):
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of {size} numbers, got {value!r}") from None
+    if arr.shape != (size,):
+        raise ValueError(f"{name} must have shape ({size},), got {value!r} with shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if positive and not np.all(arr > 0):
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return arr
+
+
+class Scene:
+    """Builds a scene of spheres and boxes over static planes.
+
+    Args:
+      dt: time step, s.
+      gravity: (3,) m/s².
+      friction, stiffness, damping: default surface parameters of everything added later
+        (Coulomb μ, normal stiffness k_n in N/m, normal damping k_d in N s/m).
+
+    Example:
+      scene = jc.Scene(dt=0.002)
+      scene.add_plane()
+      ball = scene.add_sphere(radius=0.05, mass=1.0, pos=(0, 0, 0.5))
+      model, state = scene.build()
+    """
+
+    def __init__(self, dt=0.002, gravity=(0.0, 0.0, -9.81), *, friction=0.5, stiffness=1e5,
+                 damping=300.0):
+        self.dt = _number("dt", dt, positive=True)
+        self.gravity = _vector("gravity", gravity, 3)
+        self._defaults = self._surface(friction, stiffness, damping)
+        self._bodies: list[dict] = []
+        self._planes: list[dict] = []
+
+    # --- validation helpers ---
+    def _surface(self, friction, stiffness, damping):
+        d = getattr(self, "_defaults", None)
+        return {
+            "friction": d["friction"] if friction is None else _number("friction", friction, low=0),
+            "stiffness": (d["stiffness"] if stiffness is None
+                          else _number("stiffness", stiffness, positive=True)),
+            "damping": d["damping"] if damping is None else _number("damping", damping, low=0),
+        }
+
+    def _body(self, shape, size, mass, inertia, pos, quat, vel, ang_vel, surface):
+        mass = _number("mass", mass, positive=True)
+        quat = _vector("quat", quat, 4)
+        if abs(np.linalg.norm(quat) - 1.0) > _QUAT_TOL:
+            raise ValueError(f"quat must be a unit quaternion (w, x, y, z), got {tuple(quat)} "
+                             f"with norm {np.linalg.norm(quat):.6g}")
+        inertia = (_vector("inertia", inertia, 3, positive=True) if inertia is not None
+                   else None)
+        self._bodies.append({
+            "shape": shape, "size": size, "mass": mass, "inertia": inertia,
+            "pos": _vector("pos", pos, 3), "quat": quat, "vel": _vector("vel", vel, 3),
+            "ang_vel": _vector("ang_vel", ang_vel, 3), **surface})
+        return len(self._bodies) - 1
+
+    # --- public builders ---
+    def add_plane(self, normal=(0.0, 0.0, 1.0), offset=0.0, *, friction=None, stiffness=None,
+                  damping=None) -> int:
+        """Add the static half-space {x : n·x >= offset} (n is normalized). Returns its index."""
+        n = _vector("normal", normal, 3)
+        norm = np.linalg.norm(n)
+        if norm < 1e-12:
+            raise ValueError(f"normal must be non-zero, got {normal!r}")
+        self._planes.append({"normal": n / norm, "offset": _number("offset", offset),
+                             **self._surface(friction, stiffness, damping)})
+        return len(self._planes) - 1
+
+    def add_sphere(self, radius, mass, pos, vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *,
+                   quat=(1.0, 0.0, 0.0, 0.0), inertia=None, friction=None, stiffness=None,
+                   damping=None) -> int:
+        """Add a solid sphere (inertia 2/5 m r² unless given). Returns its body index."""
+        r = _number("radius", radius, positive=True)
+        return self._body(Shape.SPHERE, np.array([r, 0.0, 0.0]), mass, inertia, pos, quat,
+                          vel, ang_vel, self._surface(friction, stiffness, damping))
+
+    def add_box(self, half_size, mass, pos, quat=(1.0, 0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
+                ang_vel=(0.0, 0.0, 0.0), *, inertia=None, friction=None, stiffness=None,
+                damping=None) -> int:
+        """Add a solid box. It collides through its 8 corners only (no edge/face contact yet).
+
+        `half_size` is a number (cube) or 3 half extents. Returns its body index.
+        """
+        if isinstance(half_size, numbers.Real) and not isinstance(half_size, bool):
+            half_size = (half_size,) * 3
+        h = _vector("half_size", half_size, 3, positive=True)
+        return self._body(Shape.BOX, h, mass, inertia, pos, quat, vel, ang_vel,
+                          self._surface(friction, stiffness, damping))
+
+    # --- build ---
+    def _table(self) -> ContactTable:
+        point_body, point_plane, point_corner, point_round = [], [], [], []
+        for i, b in enumerate(self._bodies):
+            corners = [(0, 0, 0)] if b["shape"] == Shape.SPHERE else _BOX_CORNERS
+            for p in range(len(self._planes)):
+                for c in corners:
+                    point_body.append(i), point_plane.append(p), point_corner.append(c)
+                    point_round.append(int(b["shape"] == Shape.SPHERE))
+        spheres = [i for i, b in enumerate(self._bodies) if b["shape"] == Shape.SPHERE]
+        pairs = list(itertools.combinations(spheres, 2))
+        return ContactTable(point_body=tuple(point_body), point_plane=tuple(point_plane),
+                            point_corner=tuple(point_corner), point_round=tuple(point_round),
+                            pair_a=tuple(a for a, _ in pairs), pair_b=tuple(b for _, b in pairs))
+
+    @staticmethod
+    def _inertia(b):
+        if b["inertia"] is not None:
+            return b["inertia"]
+        m, s = b["mass"], b["size"]
+        if b["shape"] == Shape.SPHERE:
+            return np.full(3, 0.4 * m * s[0] ** 2)
+        sq = (2.0 * s) ** 2
+        return m / 12.0 * np.array([sq[1] + sq[2], sq[0] + sq[2], sq[0] + sq[1]])
+
+    def build(self, contact: Contact | None = None, solver=None, dtype=None):
+        """Freeze the scene into a `(Model, State)` pair.
+
+        Args:
+          contact: a `jc.Contact` (laws and their parameters); default `Contact()`.
+          solver: solver settings, e.g. `jc.Newton(iterations=20)`; default `Newton()`.
+          dtype: float dtype of every array; default JAX's default float (float32 unless
+            `jax_enable_x64` is on).
+        """
+        contact = Contact() if contact is None else contact
+        solver = Newton() if solver is None else solver
+        if not isinstance(contact, Contact):
+            raise ValueError(f"contact must be a jc.Contact, got {contact!r}")
+        if not isinstance(solver, Newton):
+            raise ValueError(f"solver must be a jc.Newton, got {solver!r}")
+        if not self._bodies:
+            raise ValueError("the scene has no bodies: add a sphere or a box before build()")
+        dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise ValueError(f"dtype must be a float dtype, got {dtype!r}")
+
+        def arr(values):
+            return jnp.asarray(np.asarray(values, dtype=float), dtype=dtype)
+
+        bodies, planes = self._bodies, self._planes
+        surface = ("friction", "stiffness", "damping")
+        model = Model(
+            body=Body(mass=arr([b["mass"] for b in bodies]),
+                      inertia=arr([self._inertia(b) for b in bodies])),
+            geom=Geom(size=arr([b["size"] for b in bodies]),
+                      **{k: arr([b[k] for b in bodies]) for k in surface},
+                      shape=tuple(Shape(b["shape"]) for b in bodies)),
+            plane=Plane(normal=arr(np.reshape([p["normal"] for p in planes], (-1, 3))),
+                        offset=arr([p["offset"] for p in planes]),
+                        **{k: arr([p[k] for p in planes]) for k in surface}),
+            contact=ContactParams(friction_stiffness=arr(contact.friction_stiffness),
+                                  friction_eps=arr(contact.friction_eps),
+                                  smooth_width=arr(contact.smooth_width), normal=contact.normal,
+                                  power=float(contact.power), friction=contact.friction),
+            gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(), solver=solver)
+        state = State(pos=arr([b["pos"] for b in bodies]),
+                      quat=arr([b["quat"] / np.linalg.norm(b["quat"]) for b in bodies]),
+                      vel=arr([b["vel"] for b in bodies]),
+                      ang_vel=arr([b["ang_vel"] for b in bodies]), time=arr(0.0))
+        return model, state

@@ -1,0 +1,235 @@
+"""Pytrees of the simulator: Model, State, Control, StepInfo and their parts.
+
+Array fields are pytree leaves: they may be traced, batched with `vmap` and differentiated.
+Fields declared with `static` are structure (counts, shape kinds, contact tables, laws and
+solver settings): they are hashed into the compiled program, so changing one recompiles and
+changing a leaf's value never does. Shapes use N bodies, P planes, K contact candidates.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+Array = jax.Array
+
+
+def static(**kwargs):
+    """A dataclass field that is structure, not data (not a pytree leaf)."""
+    return struct.field(pytree_node=False, **kwargs)
+
+
+class Shape(enum.IntEnum):
+    """Kinds of collision shape. A body carries exactly one shape."""
+
+    SPHERE = 0
+    BOX = 1
+
+
+@struct.dataclass
+class Body:
+    """Inertial properties of the N dynamic bodies.
+
+    Attributes:
+      mass:     (N,)   kg.
+      inertia:  (N, 3) principal moments of inertia in the body frame, kg m².
+    """
+
+    mass: Array
+    inertia: Array
+
+
+@struct.dataclass
+class Geom:
+    """Collision shape and surface parameters of each body (one geom per body).
+
+    Attributes:
+      size:       (N, 3) sphere: (radius, 0, 0); box: half sizes along the body axes, m.
+      friction:   (N,)   Coulomb coefficient μ.
+      stiffness:  (N,)   normal penalty stiffness k_n (N/m for the `linear` law).
+      damping:    (N,)   normal contact damping k_d, N s/m (ADD Eq. 21).
+      shape:      static tuple of `Shape` per body.
+    """
+
+    size: Array
+    friction: Array
+    stiffness: Array
+    damping: Array
+    shape: tuple = static()
+
+
+@struct.dataclass
+class Plane:
+    """Static half-spaces {x : normal·x >= offset} (the ground and walls).
+
+    Attributes:
+      normal:     (P, 3) unit outward normals.
+      offset:     (P,)   plane offsets, m.
+      friction, stiffness, damping: (P,) surface parameters, as in `Geom`.
+    """
+
+    normal: Array
+    offset: Array
+    friction: Array
+    stiffness: Array
+    damping: Array
+
+
+@struct.dataclass
+class ContactTable:
+    """Static list of contact candidates, decided once by the `Scene` builder.
+
+    Point-plane candidates: a point of body `body[k]` (a sphere centre with its radius, or a
+    box corner with radius 0) against plane `plane[k]`. Sphere-sphere candidates: pairs of
+    sphere bodies. Every candidate is always evaluated; its mask is whether it touches.
+
+    Attributes:
+      point_body:   tuple (K_p,) body index of each point-plane candidate.
+      point_plane:  tuple (K_p,) plane index.
+      point_corner: tuple (K_p,) of (sx, sy, sz) in {-1, 0, 1}: local point = s * half size;
+                    (0, 0, 0) with the sphere radius for spheres.
+      point_round:  tuple (K_p,) 1 where the point carries the body's sphere radius.
+      pair_a, pair_b: tuples (K_s,) sphere-sphere pairs (a < b).
+    """
+
+    point_body: tuple = static(default=())
+    point_plane: tuple = static(default=())
+    point_corner: tuple = static(default=())
+    point_round: tuple = static(default=())
+    pair_a: tuple = static(default=())
+    pair_b: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.point_body) + len(self.pair_a)
+
+
+@struct.dataclass
+class ContactParams:
+    """Contact and friction laws (DESIGN.md section 4) and their global parameters.
+
+    Attributes:
+      friction_stiffness: ()  k_f of the `huber` law, N s/m (thesis Eq. 132).
+      friction_eps:       ()  regularization velocity ε of `pseudo_huber`, m/s.
+      smooth_width:       ()  width δ of the `smooth` normal law, m.
+      normal:    static law name: "linear" | "power" | "smooth".
+      power:     static exponent p of the `power` law (p >= 2).
+      friction:  static law name: "huber" | "pseudo_huber" | "tanh" | "linear".
+    """
+
+    friction_stiffness: Array
+    friction_eps: Array
+    smooth_width: Array
+    normal: str = static(default="linear")
+    power: float = static(default=3.0)
+    friction: str = static(default="huber")
+
+
+@struct.dataclass
+class Model:
+    """Everything that does not change from step to step.
+
+    Attributes:
+      body, geom, plane, contact: see their classes.
+      gravity:  (3,) m/s².
+      dt:       ()   time step, s.
+      table:    static contact-candidate table.
+      solver:   static solver settings (e.g. `jc.Newton(...)`).
+    """
+
+    body: Body
+    geom: Geom
+    plane: Plane
+    contact: ContactParams
+    gravity: Array
+    dt: Array
+    table: ContactTable = static()
+    solver: Any = static()
+
+    @property
+    def n_body(self) -> int:
+        return len(self.geom.shape)
+
+
+@struct.dataclass
+class State:
+    """Dynamic state of the bodies (world frame).
+
+    Attributes:
+      pos:      (N, 3) centre of mass, m.
+      quat:     (N, 4) unit quaternion (w, x, y, z), body to world.
+      vel:      (N, 3) linear velocity, m/s.
+      ang_vel:  (N, 3) angular velocity in the world frame, rad/s.
+      time:     ()     s.
+    """
+
+    pos: Array
+    quat: Array
+    vel: Array
+    ang_vel: Array
+    time: Array
+
+
+@struct.dataclass
+class Control:
+    """Inputs applied during one step (constant over the step).
+
+    Attributes:
+      force:   (N, 3) external force at the centre of mass, world frame, N.
+      torque:  (N, 3) external torque, world frame, N m.
+      motor:   (M,)   motor targets (no motors yet: M = 0).
+    """
+
+    force: Array
+    torque: Array
+    motor: Array
+
+    @classmethod
+    def zeros(cls, n_body: int, n_motor: int = 0, dtype=None) -> "Control":
+        dtype = dtype or jnp.zeros(()).dtype
+        return cls(force=jnp.zeros((n_body, 3), dtype), torque=jnp.zeros((n_body, 3), dtype),
+                   motor=jnp.zeros((n_motor,), dtype))
+
+
+class Result(enum.IntEnum):
+    """Outcome of a step's solve, reported in `StepInfo.result`."""
+
+    SUCCESS = 0
+    MAX_ITERATIONS = 1
+    NONFINITE = 2
+
+
+RESULT_MESSAGES = {
+    Result.SUCCESS: "converged",
+    Result.MAX_ITERATIONS: "not converged: iteration cap reached (raise `iterations`, lower dt "
+                           "or loosen `tol`)",
+    Result.NONFINITE: "non-finite residual (NaN/inf): the step diverged",
+}
+
+
+@struct.dataclass
+class StepInfo:
+    """What the solve of one step did.
+
+    Attributes:
+      residual:        ()  final residual norm, max |M⁻¹ r| in m/s (rad/s for rotations).
+      iterations:      ()  iterations used (int).
+      converged:       ()  bool, residual <= tol.
+      result:          ()  int code of `Result`.
+      active_contacts: ()  number of contact candidates in penetration (int).
+      max_penetration: ()  largest penetration depth, m (0 if none).
+      overflow:        ()  bool, contact buffer overflowed (never, with static candidate
+                           tables; kept so the contract holds when broad phase arrives).
+    """
+
+    residual: Array
+    iterations: Array
+    converged: Array
+    result: Array
+    active_contacts: Array
+    max_penetration: Array
+    overflow: Array
