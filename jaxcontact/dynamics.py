@@ -7,8 +7,8 @@ stacked in u = (v_1, ω_1, ..., v_N, ω_N) and the configuration update q+(u) = 
     Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_k U_n(d_k(q+(u))) + Δt Σ_k D_k(u; q+(ū), f_n(ū))
 
 U_n are the normal penalties; D_k the contact damping and friction dissipation potentials,
-whose geometry (normal, contact point, in-contact flag) and friction bound μ f_n are *lagged*
-at the point ū (thesis Eq. 132). The step solves r(u) = ∂Φ/∂u (u; ū = u) = 0, so at the
+whose geometry (normal, contact point, fraction of the step in contact) and friction bound
+μ f_n are *lagged* at the point ū (thesis Eq. 132). The step solves r(u) = ∂Φ/∂u (u; ū = u) = 0, so at the
 solution every quantity is consistent with the end-of-step state; ∂r/∂u is the exact,
 in general non-symmetric, Jacobian (DESIGN.md section 1). The residual returned is M⁻¹ r:
 same roots, units of velocity, so one tolerance fits bodies of any mass.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcontact.math import quat_integrate, quat_normalize, world_inertia
+from jaxcontact.math import quat_integrate, quat_normalize, world_inertia, world_inertia_inv
 from jaxcontact.models import contact as laws
 from jaxcontact.models.geometry import contact_frame, pair_parameters
 from jaxcontact.types import Control, Model, State
@@ -48,7 +48,8 @@ def free_velocity(model: Model, state: State, control: Control, inertia_w):
     vel = state.vel + model.dt * (model.gravity + control.force / mass)
     spin = jnp.einsum("nij,nj->ni", inertia_w, state.ang_vel)
     torque = control.torque - jnp.cross(state.ang_vel, spin)
-    ang_vel = state.ang_vel + model.dt * jnp.linalg.solve(inertia_w, torque[..., None])[..., 0]
+    inv_w = world_inertia_inv(state.quat, model.body.inertia)
+    ang_vel = state.ang_vel + model.dt * jnp.einsum("nij,nj->ni", inv_w, torque)
     return join_velocity(vel, ang_vel)
 
 
@@ -88,11 +89,17 @@ def incremental_potential(u, u_lag, model: Model, state: State, control: Control
     v_rel = _contact_velocity(model, lag, pos_l, vel, ang_vel)
     v_n = jnp.sum(v_rel * lag.normal, axis=-1)
     slip = v_rel - v_n[:, None] * lag.normal
-    damping = laws.damping_dissipation(v_n, k_d, lag.gap < 0.0)
+    gap_start = contact_frame(model, state.pos, state.quat).gap
+    damping = laws.damping_dissipation(v_n, k_d, laws.contact_fraction(gap_start, lag.gap))
     friction = laws.friction_dissipation(
         jnp.sum(slip * slip, axis=-1), mu * f_n, params.friction, params.friction_stiffness,
         params.friction_eps, k_n * model.dt)
     return kinetic + elastic + model.dt * jnp.sum(damping + friction)
+
+
+def objective(u, u_lag, args):
+    """Φ(u; ū) with args = (model, state, control): the solvers' merit function."""
+    return incremental_potential(u, u_lag, *args)
 
 
 def residual(u, args):
@@ -100,8 +107,8 @@ def residual(u, args):
     model, state, control = args
     grad = jax.grad(incremental_potential)(u, u, model, state, control)
     g_lin, g_ang = split_velocity(grad, model.n_body)
-    inertia_w = world_inertia(state.quat, model.body.inertia)
-    scaled_ang = jnp.linalg.solve(inertia_w, g_ang[..., None])[..., 0]
+    inv_w = world_inertia_inv(state.quat, model.body.inertia)
+    scaled_ang = jnp.einsum("nij,nj->ni", inv_w, g_ang)
     return join_velocity(g_lin / model.body.mass[:, None], scaled_ang)
 
 

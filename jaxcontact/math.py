@@ -106,3 +106,8 @@ def world_inertia(quat, inertia_body):
     """R diag(I) Rᵀ for each body: (..., 4), (..., 3) -> (..., 3, 3)."""
     rot = quat_to_mat(quat)
     return jnp.einsum("...ij,...j,...kj->...ik", rot, inertia_body, rot)
+
+
+def world_inertia_inv(quat, inertia_body):
+    """(R diag(I) Rᵀ)⁻¹ = R diag(1/I) Rᵀ, in closed form (no linear solve)."""
+    return world_inertia(quat, 1.0 / inertia_body)

@@ -15,7 +15,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 
-from jaxcontact.math import safe_sqrt
+from jaxcontact.math import safe_div, safe_sqrt
 
 NORMAL_LAWS = ("linear", "power", "smooth")
 FRICTION_LAWS = ("huber", "pseudo_huber", "tanh", "linear")
@@ -76,9 +76,27 @@ def normal_force(d, k, law="linear", p=3.0, delta=1e-3):
     return -grad(d)
 
 
-def damping_dissipation(v_n, k_d, in_contact):
-    """D = k_d/2 v_n² while in contact: the damping force -k_d v_n of ADD Eq. 21."""
-    return jnp.where(in_contact, 0.5 * k_d * v_n * v_n, 0.0)
+def contact_fraction(gap_start, gap_end):
+    """Fraction of the step during which the gap, interpolated linearly, is negative.
+
+    1 if in contact at both ends, 0 if at neither, else the time of impact (or separation)
+    as a fraction of the step. ADD Eq. 21 switches damping on where the end-of-step gap is
+    negative; that switch makes the residual of the step discontinuous in u (an impact whose
+    root lies on the switch has no solution, and Newton cycles), and the damping impulse of a
+    step jump as the impact time crosses a step boundary. Weighting by this fraction is
+    continuous in both, and equals ADD's switch whenever a contact spans the whole step.
+    """
+    into = (gap_start > 0.0) & (gap_end < 0.0)
+    out_of = (gap_start <= 0.0) & (gap_end > 0.0)
+    both = (gap_start <= 0.0) & (gap_end <= 0.0)
+    crossing = safe_div(gap_start, gap_start - gap_end)  # time of the zero crossing, in (0, 1]
+    return jnp.where(both, 1.0, jnp.where(into, 1.0 - crossing, jnp.where(out_of, crossing, 0.0)))
+
+
+def damping_dissipation(v_n, k_d, weight):
+    """D = w k_d/2 v_n²: the damping force -k_d v_n of ADD Eq. 21, weighted by the fraction w of
+    the step spent in contact (`contact_fraction`)."""
+    return weight * 0.5 * k_d * v_n * v_n
 
 
 # --- friction (dissipation potentials of the tangential slip velocity) --------------------

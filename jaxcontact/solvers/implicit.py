@@ -18,17 +18,26 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from jaxcontact.solvers import linalg
+
 AD_MODES = ("vjp", "jvp", "unrolled")
 
 
 def residual_jacobian(residual_fn, u, args):
     """Dense ∂r/∂u at (u, args), (n, n)."""
-    return jax.jacfwd(residual_fn)(u, args)
+    return residual_and_jacobian(residual_fn, u, args)[1]
+
+
+def residual_and_jacobian(residual_fn, u, args):
+    """r(u) and the dense ∂r/∂u, (n,), (n, n): one linearization, n tangent evaluations."""
+    r, tangent = jax.linearize(lambda x: residual_fn(x, args), u)
+    jac = jax.vmap(tangent, out_axes=1)(jnp.eye(u.shape[0], dtype=u.dtype))
+    return r, jac
 
 
 def linear_solve(jac, rhs, transpose=False):
-    """Solve J x = b (or Jᵀ x = b) densely by LU; J is in general non-symmetric."""
-    return jnp.linalg.solve(jac.T if transpose else jac, rhs)
+    """Solve J x = b (or Jᵀ x = b) densely; J is in general non-symmetric."""
+    return linalg.solve(jac.T if transpose else jac, rhs)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0,))
