@@ -1,0 +1,372 @@
+"""Forward throughput of the `box_drop` reference scene (shared/bench/README.md), with MJX anchors.
+
+One free box (half size 0.05 m, 1 kg, friction 0.5) dropped from z = 0.3 m onto the ground plane,
+per scene a random initial linear and angular velocity ~ N(0, 1) per axis (PRNGKey(0), the same
+draw as the MJX harness), dt = 0.002 s, 500 steps, batched with `jax.vmap` over states (the model
+is shared). For every batch size and dtype it reports:
+
+  compile_s       lower + compile of the jitted batched rollout (AOT, no execution)
+  first_call_s    compile_s + the first execution: same definition as the harness's mjx_compile_s
+  steps_per_s     B * steps / best wall time of the compiled call (block_until_ready)
+  sanity          mean final z (should be ~0.05), fraction of converged steps, Newton iterations
+
+Timing: the first execution after compilation counts as one of the `--repeats` runs; further runs
+are skipped once a single run took longer than `--max-repeat-s` (long runs vary little, and a
+batch of 4096 scenes takes many minutes on 2 cores). `runs_s` lists every run.
+
+float64 needs the global `jax_enable_x64`, so every dtype runs in its own subprocess of this
+script (hidden `--worker DTYPE` mode); one invocation covers all dtypes. Then the MJX harness
+(../shared/bench/mjx_anchor.py) runs the same scene tuned (--iterations 4 --ls-iterations 8,
+the fair anchor) and with MuJoCo's defaults, and the ratio jaxcontact/MJX (both float32) is
+reported per batch.
+
+Prints a JSON document to stdout, writes it to results/<name>.json and a table to stderr.
+
+Usage:
+    python benchmarks/throughput.py                 # full run (slow at B=4096)
+    python benchmarks/throughput.py --quick         # B = 1, 64 and 100 steps: smoke test
+    python benchmarks/throughput.py --solver-iterations 6 --early-exit --name tp_ee6
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_HARNESS = REPO.parent / "shared" / "bench" / "mjx_anchor.py"
+DTYPES = ("float32", "float64")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# provenance
+
+
+def _git(*args):
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+        return out.stdout if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance():
+    """Where the numbers come from: commit, local changes to the library, machine, load."""
+    head = _git("rev-parse", "HEAD")
+    diff = _git("diff", "HEAD", "--", "jaxcontact")
+    return {
+        "git_head": head.strip() if head else None,
+        "jaxcontact_dirty": bool(diff) if diff is not None else None,
+        "jaxcontact_diff_sha1": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else None,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_start": list(os.getloadavg()),
+        "time_start": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# worker: one dtype, all batch sizes (runs in its own process)
+
+
+def box_drop_scene(dtype, solver):
+    import jaxcontact as jc
+
+    scene = jc.Scene(dt=0.002)
+    scene.add_plane(friction=0.5)
+    scene.add_box(0.05, 1.0, (0.0, 0.0, 0.3), friction=0.5)
+    return scene.build(solver=solver, dtype=dtype)
+
+
+def initial_states(state, batch):
+    """B copies of `state` with v, ω ~ N(0, 1) per axis, drawn exactly as the MJX harness does
+    (always in float32, so that both dtypes and MJX start from the same numbers)."""
+    import jax
+    import jax.numpy as jnp
+
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    dtype = state.pos.dtype
+    v = jax.random.normal(k1, (batch, 3), jnp.float32).astype(dtype)
+    w = jax.random.normal(k2, (batch, 3), jnp.float32).astype(dtype)
+    # the box starts upright: its body frame is the world frame, so MJX's (body-frame) angular
+    # qvel and jaxcontact's world-frame ang_vel are the same numbers
+    return jax.vmap(lambda a, b: state.replace(vel=a[None, :], ang_vel=b[None, :]))(v, w)
+
+
+def run_worker(args):
+    import jax
+
+    if args.worker == "float64":
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import jaxcontact as jc
+
+    dtype = jnp.dtype(args.worker)
+    solver_kw = {"early_exit": args.early_exit}
+    if args.solver_iterations is not None:
+        solver_kw["iterations"] = args.solver_iterations
+    solver = jc.Newton(**solver_kw)
+    model, state = box_drop_scene(dtype, solver)
+    steps = args.steps
+    assert model.geom.size.dtype == dtype, (model.geom.size.dtype, dtype)
+
+    rows = []
+    for batch in args.batch:
+        states = initial_states(state, batch)
+        fn = jax.jit(jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True)))
+
+        t0 = time.perf_counter()
+        compiled = fn.lower(states).compile()
+        compile_s = time.perf_counter() - t0
+
+        runs = []
+        out = None
+        for i in range(args.repeats):
+            out = None  # free the previous outputs before the next run
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(compiled(states))
+            runs.append(time.perf_counter() - t0)
+            if i + 1 < args.repeats and runs[-1] > args.max_repeat_s:
+                log(f"  [{args.worker} B={batch}] run took {runs[-1]:.0f} s > --max-repeat-s "
+                    f"{args.max_repeat_s:.0f}: no further repeats")
+                break
+        best = min(runs)
+        final, _traj, info = out
+        z = final.pos[:, 0, 2]
+        finite = jnp.all(jnp.isfinite(final.pos.reshape(batch, -1)), axis=-1)
+        row = {
+            "batch": batch,
+            "compile_s": compile_s,
+            "first_call_s": compile_s + runs[0],
+            "runs_s": runs,
+            "best_s": best,
+            "steps_per_s": batch * steps / best,
+            "z_mean": float(jnp.mean(z)),
+            "z_min": float(jnp.min(z)),
+            "z_max": float(jnp.max(z)),
+            "finite_fraction": float(jnp.mean(finite)),
+            "converged_fraction": float(jnp.mean(info.converged)),
+            "nonfinite_step_fraction": float(jnp.mean(info.result == int(jc.Result.NONFINITE))),
+            "newton_iterations_mean": float(jnp.mean(info.iterations)),
+            "newton_iterations_max": int(jnp.max(info.iterations)),
+            "max_penetration": float(jnp.max(info.max_penetration)),
+        }
+        rows.append(row)
+        log(f"  [{args.worker} B={batch}] compile {compile_s:.1f} s, best {best:.3f} s "
+            f"({row['steps_per_s']:.0f} steps/s), z_mean {row['z_mean']:.4f}, "
+            f"converged {row['converged_fraction']:.4f}, "
+            f"iters {row['newton_iterations_mean']:.2f}/{row['newton_iterations_max']}")
+        del out, final, _traj, info, compiled, fn
+
+    print(json.dumps({
+        "dtype": args.worker,
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "solver": dataclasses.asdict(model.solver),
+        "contact_candidates": model.table.size,
+        "rows": rows,
+    }))
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+
+
+def run_subprocess(cmd, what, timeout=None, stream_stderr=True):
+    """Run `cmd`, parse the last stdout line that is a JSON object; errors become a dict."""
+    log(f"[{what}] {' '.join(str(c) for c in cmd)}")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE,
+                              stderr=None if stream_stderr else subprocess.PIPE, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = (proc.stderr or "")[-2000:] if not stream_stderr else "(see stderr above)"
+        return {"error": f"exit status {proc.returncode}", "stderr_tail": tail,
+                "wall_s": wall}
+    for line in reversed(proc.stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            out["wall_s"] = wall
+            return out
+    return {"error": "no JSON on stdout", "stdout_tail": proc.stdout[-2000:], "wall_s": wall}
+
+
+def worker_command(args, dtype):
+    cmd = [sys.executable, pathlib.Path(__file__).resolve(), "--worker", dtype,
+           "--batch", *args.batch, "--steps", args.steps, "--repeats", args.repeats,
+           "--max-repeat-s", args.max_repeat_s]
+    if args.solver_iterations is not None:
+        cmd += ["--solver-iterations", args.solver_iterations]
+    if args.early_exit:
+        cmd += ["--early-exit"]
+    return cmd
+
+
+def mjx_rows(result):
+    if not result or "rows" not in result:
+        return {}
+    return {r["batch"]: r for r in result["rows"]}
+
+
+def compare(jc_result, mjx_result, label):
+    """Per batch: jaxcontact float32 steps/s over MJX (float32) steps/s."""
+    jc_by_b = {r["batch"]: r for r in (jc_result or {}).get("rows", [])}
+    out = []
+    for b, m in sorted(mjx_rows(mjx_result).items()):
+        j = jc_by_b.get(b)
+        out.append({
+            "batch": b, "anchor": label,
+            "jaxcontact_steps_per_s": j["steps_per_s"] if j else None,
+            "mjx_steps_per_s": m["mjx_steps_per_s"],
+            "ratio": j["steps_per_s"] / m["mjx_steps_per_s"] if j else None,
+            "mjx_compile_s": m["mjx_compile_s"],
+            "mjx_z_mean": m["z_mean"],
+        })
+    return out
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(doc):
+    log("")
+    log(f"box_drop, {doc['config']['steps']} steps, solver {doc['config']['solver_label']}")
+    hdr = (f"{'dtype':8} {'B':>5} {'compile s':>9} {'1st call s':>10} {'steps/s':>10} "
+           f"{'z_mean':>7} {'conv':>6} {'it mean':>7} {'it max':>6}")
+    log(hdr)
+    log("-" * len(hdr))
+    for dtype, res in doc["jaxcontact"].items():
+        if "error" in res:
+            log(f"{dtype:8} ERROR {res['error']}")
+            continue
+        for r in res["rows"]:
+            log(f"{dtype:8} {r['batch']:>5} {r['compile_s']:>9.1f} {r['first_call_s']:>10.1f} "
+                f"{r['steps_per_s']:>10.0f} {r['z_mean']:>7.4f} {r['converged_fraction']:>6.3f} "
+                f"{r['newton_iterations_mean']:>7.2f} {r['newton_iterations_max']:>6d}")
+    comps = doc.get("comparison", [])
+    if comps:
+        log("")
+        hdr = (f"{'anchor':12} {'B':>5} {'jc f32 st/s':>11} {'mjx st/s':>10} {'jc/mjx':>7} "
+               f"{'mjx 1st call s':>14} {'mjx z':>6}")
+        log(hdr)
+        log("-" * len(hdr))
+        for c in comps:
+            log(f"{c['anchor']:12} {c['batch']:>5} {fmt(c['jaxcontact_steps_per_s'], '11.0f')} "
+                f"{c['mjx_steps_per_s']:>10.0f} {fmt(c['ratio'], '7.3f')} "
+                f"{c['mjx_compile_s']:>14.1f} {c['mjx_z_mean']:>6.3f}")
+    for key in ("mjx_tuned", "mjx_default"):
+        m = doc.get(key)
+        if m and "error" in m:
+            log(f"{key}: ERROR {m['error']}")
+        elif m and "mujoco_c_steps_per_s_1thread" in m:
+            log(f"{key}: MuJoCo C 1 thread {m['mujoco_c_steps_per_s_1thread']:.0f} steps/s")
+    log(f"written to {doc['output']}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 64, 1024, 4096])
+    p.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per batch (best is kept)")
+    p.add_argument("--max-repeat-s", type=float, default=300.0,
+                   help="skip further repeats once one run took longer than this (s)")
+    p.add_argument("--solver-iterations", type=int, default=None,
+                   help="jc.Newton(iterations=...); default: the library's default")
+    p.add_argument("--early-exit", action="store_true", help="jc.Newton(early_exit=True)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test: batches 1 and 64, 100 steps")
+    p.add_argument("--harness", type=pathlib.Path, default=DEFAULT_HARNESS,
+                   help=f"MJX harness (default {DEFAULT_HARNESS})")
+    p.add_argument("--skip-mjx", action="store_true", help="do not run the MJX harness")
+    p.add_argument("--skip-mjx-default", action="store_true",
+                   help="run MJX only tuned (--iterations 4 --ls-iterations 8)")
+    p.add_argument("--name", default="throughput", help="results/<name>.json")
+    p.add_argument("--worker", choices=DTYPES, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.batch, args.steps = [1, 64], 100
+    if args.steps < 1 or args.repeats < 1 or any(b < 1 for b in args.batch):
+        p.error("--steps, --repeats and --batch must be positive")
+
+    if args.worker:
+        run_worker(args)
+        return
+
+    t_start = time.perf_counter()
+    solver_label = (f"Newton(iterations={args.solver_iterations or 'default'}, "
+                    f"early_exit={args.early_exit})")
+    doc = {
+        "benchmark": "throughput",
+        "scene": "box_drop",
+        "config": {"batch": args.batch, "dtypes": args.dtypes, "steps": args.steps,
+                   "repeats": args.repeats, "max_repeat_s": args.max_repeat_s,
+                   "solver_iterations": args.solver_iterations, "early_exit": args.early_exit,
+                   "solver_label": solver_label, "quick": args.quick,
+                   "harness": str(args.harness)},
+        "provenance": provenance(),
+        "jaxcontact": {},
+    }
+    for dtype in args.dtypes:
+        doc["jaxcontact"][dtype] = run_subprocess(worker_command(args, dtype),
+                                                  f"jaxcontact {dtype}")
+
+    comparison = []
+    if not args.skip_mjx:
+        if not args.harness.is_file():
+            doc["mjx_tuned"] = {"error": f"harness not found: {args.harness}"}
+        else:
+            anchors = [("mjx_tuned", ["--iterations", "4", "--ls-iterations", "8"])]
+            if not args.skip_mjx_default:
+                anchors.append(("mjx_default", []))
+            for key, flags in anchors:
+                cmd = [sys.executable, args.harness, "box_drop", "--batch", *args.batch, *flags]
+                doc[key] = run_subprocess(cmd, key, stream_stderr=False)
+                if "rows" in doc[key] and doc[key].get("steps") != args.steps:
+                    doc[key]["note"] = (f"the harness always runs {doc[key].get('steps')} steps; "
+                                        f"jaxcontact ran {args.steps}: compare rates only")
+                comparison += compare(doc["jaxcontact"].get("float32"), doc[key],
+                                      key.removeprefix("mjx_"))
+    doc["comparison"] = comparison
+    doc["provenance"]["loadavg_end"] = list(os.getloadavg())
+    doc["total_wall_s"] = time.perf_counter() - t_start
+
+    out_dir = REPO / "results"
+    out_dir.mkdir(exist_ok=True)
+    out_path = out_dir / f"{args.name}.json"
+    doc["output"] = str(out_path)
+    text = json.dumps(doc, indent=2)
+    out_path.write_text(text + "\n")
+    print(text)
+    print_table(doc)
+    failed = [k for k, v in doc["jaxcontact"].items() if "error" in v]
+    if failed:
+        sys.exit(f"jaxcontact worker(s) failed: {failed}")
+
+
+if __name__ == "__main__":
+    main()
