@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from jaxcontact.math import quat_integrate, quat_normalize, world_inertia, world_inertia_inv
 from jaxcontact.models import contact as laws
 from jaxcontact.models.geometry import contact_frame, pair_parameters
-from jaxcontact.types import Control, Model, State
+from jaxcontact.types import Array, Control, Model, State
 
 
 def split_velocity(u, n_body):
@@ -42,15 +43,49 @@ def configuration(model: Model, state: State, u):
     return state.pos + model.dt * vel, quat_integrate(state.quat, ang_vel, model.dt)
 
 
-def free_velocity(model: Model, state: State, control: Control, inertia_w):
+@struct.dataclass
+class StepContext:
+    """What the step's residual needs that does not depend on u: computed once per step.
+
+    It is a function of (model, state, control), passed to the solvers inside their args, so
+    implicit gradients reach model, state and control through it by ordinary autodiff.
+
+    Attributes:
+      u_free:      (6N,)     ũ, free-flight velocities.
+      inertia:     (N, 3, 3) world-frame inertia at the start of the step.
+      inertia_inv: (N, 3, 3) its inverse.
+      gap_start:   (K,)      gaps at the start of the step.
+      friction, stiffness, damping: (K,) pair parameters of the candidates.
+    """
+
+    u_free: Array
+    inertia: Array
+    inertia_inv: Array
+    gap_start: Array
+    friction: Array
+    stiffness: Array
+    damping: Array
+
+
+def free_velocity(model: Model, state: State, control: Control, inertia_w, inertia_inv):
     """ũ: velocities after one explicit step of external forces and gyroscopic torque."""
     mass = model.body.mass[:, None]
-    vel = state.vel + model.dt * (model.gravity + control.force / mass)
+    vel = state.vel + model.dt * (model.gravity[None, :] + control.force / mass)
     spin = jnp.einsum("nij,nj->ni", inertia_w, state.ang_vel)
     torque = control.torque - jnp.cross(state.ang_vel, spin)
-    inv_w = world_inertia_inv(state.quat, model.body.inertia)
-    ang_vel = state.ang_vel + model.dt * jnp.einsum("nij,nj->ni", inv_w, torque)
+    ang_vel = state.ang_vel + model.dt * jnp.einsum("nij,nj->ni", inertia_inv, torque)
     return join_velocity(vel, ang_vel)
+
+
+def prepare(model: Model, state: State, control: Control) -> StepContext:
+    """The u-independent part of the step's problem."""
+    inertia = world_inertia(state.quat, model.body.inertia)
+    inertia_inv = world_inertia_inv(state.quat, model.body.inertia)
+    friction, stiffness, damping = pair_parameters(model)
+    return StepContext(
+        u_free=free_velocity(model, state, control, inertia, inertia_inv), inertia=inertia,
+        inertia_inv=inertia_inv, gap_start=contact_frame(model, state.pos, state.quat).gap,
+        friction=friction, stiffness=stiffness, damping=damping)
 
 
 def _point_velocity(vel, ang_vel, pos, body, point):
@@ -61,54 +96,52 @@ def _point_velocity(vel, ang_vel, pos, body, point):
     return vel[idx] + jnp.cross(ang_vel[idx], point - pos[idx])
 
 
-def _contact_velocity(model, frame, pos, vel, ang_vel):
+def _contact_velocity(frame, pos, vel, ang_vel):
     """Relative velocity of a with respect to b at each contact point, (K, 3)."""
     return (_point_velocity(vel, ang_vel, pos, frame.body_a, frame.point)
             - _point_velocity(vel, ang_vel, pos, frame.body_b, frame.point))
 
 
-def incremental_potential(u, u_lag, model: Model, state: State, control: Control):
+def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext):
     """Φ(u; ū) of the module docstring (scalar)."""
     params = model.contact
-    mu, k_n, k_d = pair_parameters(model)
-    inertia_w = world_inertia(state.quat, model.body.inertia)
-    du = (u - free_velocity(model, state, control, inertia_w)).reshape(model.n_body, 6)
+    du = (u - ctx.u_free).reshape(model.n_body, 6)
     kinetic = 0.5 * jnp.sum(model.body.mass * jnp.sum(du[:, :3] ** 2, axis=-1))
-    kinetic += 0.5 * jnp.einsum("ni,nij,nj->", du[:, 3:], inertia_w, du[:, 3:])
+    kinetic += 0.5 * jnp.einsum("ni,nij,nj->", du[:, 3:], ctx.inertia, du[:, 3:])
 
     pos, quat = configuration(model, state, u)
     frame = contact_frame(model, pos, quat)
-    elastic = jnp.sum(laws.normal_energy(frame.gap, k_n, params.normal, params.power,
+    elastic = jnp.sum(laws.normal_energy(frame.gap, ctx.stiffness, params.normal, params.power,
                                          params.smooth_width))
 
     # lagged geometry and friction bound, evaluated at ū
     pos_l, quat_l = configuration(model, state, u_lag)
     lag = contact_frame(model, pos_l, quat_l)
-    f_n = laws.normal_force(lag.gap, k_n, params.normal, params.power, params.smooth_width)
+    f_n = laws.normal_force(lag.gap, ctx.stiffness, params.normal, params.power,
+                            params.smooth_width)
     vel, ang_vel = split_velocity(u, model.n_body)
-    v_rel = _contact_velocity(model, lag, pos_l, vel, ang_vel)
+    v_rel = _contact_velocity(lag, pos_l, vel, ang_vel)
     v_n = jnp.sum(v_rel * lag.normal, axis=-1)
     slip = v_rel - v_n[:, None] * lag.normal
-    gap_start = contact_frame(model, state.pos, state.quat).gap
-    damping = laws.damping_dissipation(v_n, k_d, laws.contact_fraction(gap_start, lag.gap))
+    weight = laws.contact_fraction(ctx.gap_start, lag.gap)
+    damping = laws.damping_dissipation(v_n, ctx.damping, weight)
     friction = laws.friction_dissipation(
-        jnp.sum(slip * slip, axis=-1), mu * f_n, params.friction, params.friction_stiffness,
-        params.friction_eps, k_n * model.dt)
+        jnp.sum(slip * slip, axis=-1), ctx.friction * f_n, params.friction,
+        params.friction_stiffness, params.friction_eps, ctx.stiffness * model.dt)
     return kinetic + elastic + model.dt * jnp.sum(damping + friction)
 
 
 def objective(u, u_lag, args):
-    """Φ(u; ū) with args = (model, state, control): the solvers' merit function."""
+    """Φ(u; ū) with args = (model, state, ctx): the solvers' merit function."""
     return incremental_potential(u, u_lag, *args)
 
 
 def residual(u, args):
-    """M⁻¹ ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities. args = (model, state, control)."""
-    model, state, control = args
-    grad = jax.grad(incremental_potential)(u, u, model, state, control)
+    """M⁻¹ ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities. args = (model, state, ctx)."""
+    model, state, ctx = args
+    grad = jax.grad(incremental_potential)(u, u, model, state, ctx)
     g_lin, g_ang = split_velocity(grad, model.n_body)
-    inv_w = world_inertia_inv(state.quat, model.body.inertia)
-    scaled_ang = jnp.einsum("nij,nj->ni", inv_w, g_ang)
+    scaled_ang = jnp.einsum("nij,nj->ni", ctx.inertia_inv, g_ang)
     return join_velocity(g_lin / model.body.mass[:, None], scaled_ang)
 
 

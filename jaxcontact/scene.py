@@ -70,13 +70,15 @@ class Scene:
                  damping=300.0):
         self.dt = _number("dt", dt, positive=True)
         self.gravity = _vector("gravity", gravity, 3)
-        self._defaults = self._surface(friction, stiffness, damping)
+        self._defaults = {"friction": _number("friction", friction, low=0),
+                          "stiffness": _number("stiffness", stiffness, positive=True),
+                          "damping": _number("damping", damping, low=0)}
         self._bodies: list[dict] = []
         self._planes: list[dict] = []
 
     # --- validation helpers ---
     def _surface(self, friction, stiffness, damping):
-        d = getattr(self, "_defaults", None)
+        d = self._defaults
         return {
             "friction": d["friction"] if friction is None else _number("friction", friction, low=0),
             "stiffness": (d["stiffness"] if stiffness is None
@@ -173,7 +175,10 @@ class Scene:
             raise ValueError(f"solver must be a jc.Newton, got {solver!r}")
         if not self._bodies:
             raise ValueError("the scene has no bodies: add a sphere or a box before build()")
-        dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+        try:
+            dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+        except TypeError:
+            raise ValueError(f"dtype must be a float dtype, got {dtype!r}") from None
         if not jnp.issubdtype(dtype, jnp.floating):
             raise ValueError(f"dtype must be a float dtype, got {dtype!r}")
 

@@ -41,7 +41,7 @@ def step(model: Model, state: State, control: Control | None = None):
         control = Control.zeros(model.n_body, dtype=dtype)
     _check_control(model, control)
     solver = model.solver
-    args = (model, state, control)
+    args = (model, state, dynamics.prepare(model, state, control))
     u_prev = dynamics.join_velocity(state.vel, state.ang_vel)  # warm start
     with jax.named_scope("solve"):
         if solver.ad == "unrolled":

@@ -39,7 +39,9 @@ def power_energy(d, k, p):
     p = 2 is `linear`; p = 3 gives a C1 force.
     """
     pen = jnp.maximum(-d, 0.0)
-    return k / p * pen ** p
+    inside = pen > 0.0
+    # placeholder 1 outside contact: pen**p has NaN higher derivatives at 0 for 2 <= p < 3
+    return jnp.where(inside, k / p * jnp.where(inside, pen, 1.0) ** p, 0.0)
 
 
 def smooth_energy(d, k, delta):
@@ -110,7 +112,9 @@ def huber_dissipation(z, bound, k_f):
     The force is -min(k_f, μ f_n/|u_s|) u_s (Eq. 133) and ADD's clamped linear law (Eq. 17).
     """
     z_star = (bound / k_f) ** 2
-    stick = z <= z_star  # z = 0 is always stick, so the slip branch never sees sqrt(0)
+    # strict: with no normal force (bound 0) there is no stick stiffness either; the slip
+    # branch then sees z = 0 only through safe_sqrt, which is finite there
+    stick = z < z_star
     slip = bound * safe_sqrt(jnp.where(stick, 1.0, z)) - bound * bound / (2.0 * k_f)
     return jnp.where(stick, 0.5 * k_f * z, slip)
 
@@ -125,7 +129,8 @@ def _log_cosh_sqrt(y):
     small = y < 1e-3
     x = jnp.sqrt(jnp.where(small, 1.0, y))
     big = x + jnp.log1p(jnp.exp(-2.0 * x)) - math.log(2.0)
-    return jnp.where(small, y / 2.0 - y * y / 12.0 + y ** 3 / 45.0, big)
+    series = y / 2.0 - y * y / 12.0 + y ** 3 / 45.0 - 17.0 * y ** 4 / 2520.0
+    return jnp.where(small, series, big)
 
 
 def tanh_dissipation(z, bound, k_t):
@@ -173,9 +178,10 @@ def restitution_to_damping(restitution, stiffness, mass):
     _check_positive("mass", mass)
     e = jnp.asarray(restitution)
     crit = 2.0 * jnp.sqrt(stiffness * mass)
-    # L/sqrt(π²+L²) written as 1/sqrt(1 + (π/L)²), finite at e = 0 (L = ∞) and e = 1 (L = 0)
-    inv_l = -1.0 / jnp.log(jnp.clip(e, 0.0, 1.0))
-    return crit / jnp.sqrt(1.0 + (math.pi * inv_l) ** 2)
+    # e = 0 (L = ∞) is the critical limit; elsewhere L/sqrt(π²+L²) is smooth, also at e = 1
+    positive = e > 0.0
+    log_e = -jnp.log(jnp.where(positive, e, 1.0))
+    return crit * jnp.where(positive, log_e / jnp.sqrt(math.pi ** 2 + log_e ** 2), 1.0)
 
 
 def damping_to_restitution(damping, stiffness, mass):
@@ -223,8 +229,9 @@ class Contact:
             raise ValueError(f"normal must be one of {NORMAL_LAWS}, got {self.normal!r}")
         if self.friction not in FRICTION_LAWS:
             raise ValueError(f"friction must be one of {FRICTION_LAWS}, got {self.friction!r}")
-        if not (isinstance(self.power, numbers.Real) and self.power >= 2):
-            raise ValueError(f"power must be a number >= 2, got {self.power!r}")
+        if not (isinstance(self.power, numbers.Real) and not isinstance(self.power, bool)
+                and math.isfinite(self.power) and self.power >= 2):
+            raise ValueError(f"power must be a finite number >= 2, got {self.power!r}")
         for name in ("smooth_width", "friction_stiffness", "friction_eps"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Real) or isinstance(value, bool):

@@ -12,6 +12,8 @@ The solver knows nothing of physics: it sees a residual function and its argumen
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -49,12 +51,17 @@ class Newton:
     early_exit: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.iterations, int) or self.iterations < 1:
-            raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
-        if self.tol is not None and not (isinstance(self.tol, (int, float)) and self.tol > 0):
-            raise ValueError(f"tol must be positive or None, got {self.tol!r}")
-        if not isinstance(self.line_search, int) or self.line_search < 1:
-            raise ValueError(f"line_search must be an int >= 1, got {self.line_search!r}")
+        for name in ("iterations", "line_search"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                    or value < 1):
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        if self.tol is not None and (isinstance(self.tol, bool) or not isinstance(
+                self.tol, numbers.Real) or not math.isfinite(self.tol) or self.tol <= 0):
+            raise ValueError(f"tol must be a positive number or None, got {self.tol!r}")
+        if not isinstance(self.early_exit, bool):
+            raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
         if self.ad not in AD_MODES:
             raise ValueError(f"ad must be one of {AD_MODES}, got {self.ad!r}")
 
@@ -82,7 +89,7 @@ class Newton:
             return jnp.max(jnp.abs(r))
 
         def line_search(u, r, direction):
-            trial = u + steps[:, None] * direction
+            trial = u[None, :] + steps[:, None] * direction[None, :]
             if objective_fn is None:
                 merit = jax.vmap(lambda x: jnp.sum(residual_fn(x, args) ** 2))(trial)
                 merit0, slope = jnp.sum(r * r), -2.0 * jnp.sum(r * r)

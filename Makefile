@@ -1,0 +1,32 @@
+# Set-up and main jobs. Each target creates/refreshes the local virtual environment first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-all bench install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/jaxcontact demo
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+test-all: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) benchmarks/throughput.py
+	$(PY) benchmarks/gradient.py
+
+clean:
+	rm -rf $(VENV) .jax_cache results
