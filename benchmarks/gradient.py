@@ -7,7 +7,8 @@ of friction 0.5) resting at z = 0.05 with v0 = (1, 0, 0), dt = 0.002 s, 500 step
   - central finite differences at h = 1e-3, 1e-4, 1e-5,
   - the Coulomb closed form x(T) = 5/7 v0 T + 2 v0² / (49 μ g), dx/dv0 = 5/7 T + 4 v0 / (49 μ g)
     (the README's formula for the sliding time t_s = 2 v0 / (7 μ g) < T, worked out),
-  - time of value_and_grad over time of a forward rollout (both jitted, best of 3),
+  - time of value_and_grad over time of a forward rollout (both jitted, best of >= 3 rounds,
+    interleaved, more rounds until --min-time-s has passed),
   - compiled temporary memory for several T (linear fit: bytes per step) and for two solver
     iteration caps at the same T (implicit gradients must not store the iterations).
 grad_bounce: a sphere thrown from (0, 0, 0.5) with velocity (vx, 0, vz), T = 1 s; loss = squared
@@ -118,15 +119,25 @@ def timed_compile(fn, *args):
     return compiled, time.perf_counter() - t0
 
 
-def best_of(fn, *args, repeats=3):
-    """Best wall time of `repeats` calls after one warm-up call."""
-    jax.block_until_ready(fn(*args))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best
+def best_of_interleaved(fns, arg, repeats=3, min_time_s=2.0, max_rounds=100):
+    """Best wall time of each function, timed in interleaved rounds after one warm-up call each.
+
+    At least `repeats` rounds, and more (up to `max_rounds`) until `min_time_s` has passed:
+    runs of ~0.1 s on a shared 2-core machine need more than 3 samples for a stable minimum,
+    and interleaving keeps load changes from biasing one function against another.
+    Returns ({name: best seconds}, rounds).
+    """
+    for fn in fns.values():
+        jax.block_until_ready(fn(arg))
+    best = {name: math.inf for name in fns}
+    start, rounds = time.perf_counter(), 0
+    while rounds < repeats or (time.perf_counter() - start < min_time_s and rounds < max_rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(arg))
+            best[name] = min(best[name], time.perf_counter() - t0)
+        rounds += 1
+    return best, rounds
 
 
 def temp_bytes(compiled):
@@ -271,11 +282,14 @@ def sphere_slide(args):
     })
 
     log("[sphere_slide] timing")
-    t_f = best_of(f_c, v0, repeats=args.repeats)
-    t_vg = best_of(vg_c, v0, repeats=args.repeats)
-    t_jvp = best_of(jvp_c, v0, repeats=args.repeats)
+    best, rounds = best_of_interleaved({"forward": f_c, "value_and_grad": vg_c, "jvp": jvp_c},
+                                       v0, repeats=args.repeats, min_time_s=args.min_time_s)
+    t_f, t_vg, t_jvp = best["forward"], best["value_and_grad"], best["jvp"]
     out["timing"] = {"forward_s": t_f, "value_and_grad_s": t_vg, "jvp_s": t_jvp,
-                     "value_and_grad_over_forward": t_vg / t_f, "jvp_over_forward": t_jvp / t_f}
+                     "value_and_grad_over_forward": t_vg / t_f, "jvp_over_forward": t_jvp / t_f,
+                     "rounds": rounds}
+    log(f"  forward {t_f:.4f} s, value_and_grad {t_vg:.4f} s ({t_vg / t_f:.2f}x), "
+        f"jvp {t_jvp:.4f} s ({t_jvp / t_f:.2f}x), best of {rounds}")
 
     # memory over T: value_and_grad and forward, default solver
     log(f"[sphere_slide] memory for T = {args.mem_steps}")
@@ -477,7 +491,9 @@ def main(argv=None):
                    help="how many of the (vx, vz) points to evaluate")
     p.add_argument("--bounce-h", type=float, nargs="+", default=[1e-4, 1e-5],
                    help="FD steps for grad_bounce; the first is the reference")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="minimum timing rounds (best kept)")
+    p.add_argument("--min-time-s", type=float, default=5.0,
+                   help="keep adding timing rounds until this much time has passed")
     p.add_argument("--solver-iterations", type=int, default=None,
                    help="jc.Newton(iterations=...) for every model except the --iteration-caps "
                         "sweep; default: the library's default")

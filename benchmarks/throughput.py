@@ -12,7 +12,9 @@ is shared). For every batch size and dtype it reports:
 
 Timing: the first execution after compilation counts as one of the `--repeats` runs; further runs
 are skipped once a single run took longer than `--max-repeat-s` (long runs vary little, and a
-batch of 4096 scenes takes many minutes on 2 cores). `runs_s` lists every run.
+batch of 4096 scenes takes many minutes on 2 cores), and short runs are repeated beyond
+`--repeats` until `--min-time-s` of runs is sampled (a minimum of 3 runs of 0.1 s on a shared
+machine is noisy). `runs_s` lists every run.
 
 float64 needs the global `jax_enable_x64`, so every dtype runs in its own subprocess of this
 script (hidden `--worker DTYPE` mode); one invocation covers all dtypes. Then the MJX harness
@@ -134,12 +136,16 @@ def run_worker(args):
 
         runs = []
         out = None
-        for i in range(args.repeats):
+        for i in range(args.max_runs):
             out = None  # free the previous outputs before the next run
             t0 = time.perf_counter()
             out = jax.block_until_ready(compiled(states))
             runs.append(time.perf_counter() - t0)
-            if i + 1 < args.repeats and runs[-1] > args.max_repeat_s:
+            if i + 1 >= args.repeats and sum(runs) < args.min_time_s:
+                continue  # short runs: keep sampling until --min-time-s (see module doc)
+            if i + 1 >= args.repeats:
+                break
+            if runs[-1] > args.max_repeat_s:
                 log(f"  [{args.worker} B={batch}] run took {runs[-1]:.0f} s > --max-repeat-s "
                     f"{args.max_repeat_s:.0f}: no further repeats")
                 break
@@ -216,7 +222,7 @@ def run_subprocess(cmd, what, timeout=None, stream_stderr=True):
 def worker_command(args, dtype):
     cmd = [sys.executable, pathlib.Path(__file__).resolve(), "--worker", dtype,
            "--batch", *args.batch, "--steps", args.steps, "--repeats", args.repeats,
-           "--max-repeat-s", args.max_repeat_s]
+           "--max-repeat-s", args.max_repeat_s, "--min-time-s", args.min_time_s]
     if args.solver_iterations is not None:
         cmd += ["--solver-iterations", args.solver_iterations]
     if args.early_exit:
@@ -295,6 +301,9 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="timed runs per batch (best is kept)")
     p.add_argument("--max-repeat-s", type=float, default=300.0,
                    help="skip further repeats once one run took longer than this (s)")
+    p.add_argument("--min-time-s", type=float, default=2.0,
+                   help="short runs: keep repeating until this much run time is sampled")
+    p.add_argument("--max-runs", type=int, default=50, help=argparse.SUPPRESS)
     p.add_argument("--solver-iterations", type=int, default=None,
                    help="jc.Newton(iterations=...); default: the library's default")
     p.add_argument("--early-exit", action="store_true", help="jc.Newton(early_exit=True)")
@@ -325,6 +334,7 @@ def main(argv=None):
         "scene": "box_drop",
         "config": {"batch": args.batch, "dtypes": args.dtypes, "steps": args.steps,
                    "repeats": args.repeats, "max_repeat_s": args.max_repeat_s,
+                   "min_time_s": args.min_time_s,
                    "solver_iterations": args.solver_iterations, "early_exit": args.early_exit,
                    "solver_label": solver_label, "quick": args.quick,
                    "harness": str(args.harness)},
