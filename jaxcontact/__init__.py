@@ -1,6 +1,7 @@
 """jaxcontact: differentiable simulation of rigid bodies in smoothed frictional contact."""
 
 from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
+from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
 from jaxcontact.solvers.newton import Newton
 from jaxcontact.step import rollout, step
@@ -11,6 +12,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Body", "Contact", "Control", "Geom", "Model", "Newton", "Plane", "RESULT_MESSAGES",
-    "Result", "Scene", "Shape", "State", "StepInfo", "damping_to_restitution", "rollout",
-    "restitution_to_damping", "step",
+    "Result", "Scene", "Shape", "State", "StepInfo", "damping_to_restitution", "randomize",
+    "rollout", "restitution_to_damping", "step",
 ]
