@@ -102,8 +102,19 @@ def _contact_velocity(frame, pos, vel, ang_vel):
             - _point_velocity(vel, ang_vel, pos, frame.body_b, frame.point))
 
 
-def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext):
-    """Φ(u; ū) of the module docstring (scalar)."""
+def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext,
+                          newton_model=0.0):
+    """Φ(u; ū) of the module docstring (scalar).
+
+    With `newton_model` = w > 0, friction is replaced by (1 - w) D + w D̃, where D̃ is the
+    quadratic c/2 |u_s|² whose curvature
+    c = 2 ∂D/∂|u_s|² is frozen at the slip of ū (its dependence on the bound μ f_n(ū) is
+    kept). D̃ and D have the same gradient at u = ū, so the residual's value is unchanged, but
+    its Jacobian holds the iteratively reweighted (IRLS) friction curvature μ f_n/|u_s| in
+    every tangential direction instead of the exact one, which is zero along the slip: Newton
+    steps from a sliding iterate then no longer leap across the stick region (thesis Eq. 136
+    makes the same isotropic choice for its preconditioner).
+    """
     params = model.contact
     du = (u - ctx.u_free).reshape(model.n_body, 6)
     kinetic = 0.5 * jnp.sum(model.body.mass * jnp.sum(du[:, :3] ** 2, axis=-1))
@@ -125,10 +136,32 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
     slip = v_rel - v_n[:, None] * lag.normal
     weight = laws.contact_fraction(ctx.gap_start, lag.gap)
     damping = laws.damping_dissipation(v_n, ctx.damping, weight)
-    friction = laws.friction_dissipation(
-        jnp.sum(slip * slip, axis=-1), ctx.friction * f_n, params.friction,
-        params.friction_stiffness, params.friction_eps, ctx.stiffness * model.dt)
+    bound = ctx.friction * f_n
+
+    def dissipation(z):
+        return laws.friction_dissipation(z, bound, params.friction, params.friction_stiffness,
+                                         params.friction_eps, ctx.stiffness * model.dt)
+
+    z = jnp.sum(slip * slip, axis=-1)
+    friction = dissipation(z)
+    if not isinstance(newton_model, float) or newton_model != 0.0:
+        vel_l, ang_vel_l = split_velocity(u_lag, model.n_body)
+        slip_l = _contact_velocity(lag, pos_l, vel_l, ang_vel_l)
+        slip_l = slip_l - jnp.sum(slip_l * lag.normal, axis=-1)[:, None] * lag.normal
+        z_l = jax.lax.stop_gradient(jnp.sum(slip_l * slip_l, axis=-1))
+        curvature = 2.0 * jax.grad(lambda zz: jnp.sum(dissipation(zz)))(z_l)
+        friction = (1.0 - newton_model) * friction + newton_model * 0.5 * curvature * z
     return kinetic + elastic + model.dt * jnp.sum(damping + friction)
+
+
+def newton_residual(u, args, damped):
+    """`residual`'s value; with `damped` (0/1) its Jacobian uses the IRLS friction curvature.
+
+    Newton takes exact directions (quadratic convergence) until a step has to be shortened by
+    the line search, the sign of a slip that a step leapt across the stick region; the next
+    direction then uses the IRLS curvature, which keeps the iterate at the stick region.
+    """
+    return residual(u, args, newton_model=damped)
 
 
 def objective(u, u_lag, args):
@@ -136,10 +169,14 @@ def objective(u, u_lag, args):
     return incremental_potential(u, u_lag, *args)
 
 
-def residual(u, args):
-    """M⁻¹ ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities. args = (model, state, ctx)."""
+def residual(u, args, newton_model=0.0):
+    """M⁻¹ ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities. args = (model, state, ctx).
+
+    `newton_model` gives the same value with the IRLS friction curvature in its Jacobian (see
+    `incremental_potential`); solvers use it for search directions only.
+    """
     model, state, ctx = args
-    grad = jax.grad(incremental_potential)(u, u, model, state, ctx)
+    grad = jax.grad(incremental_potential)(u, u, model, state, ctx, newton_model)
     g_lin, g_ang = split_velocity(grad, model.n_body)
     scaled_ang = jnp.einsum("nij,nj->ni", ctx.inertia_inv, g_ang)
     return join_velocity(g_lin / model.body.mass[:, None], scaled_ang)

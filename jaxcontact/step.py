@@ -45,10 +45,12 @@ def step(model: Model, state: State, control: Control | None = None):
     u_prev = dynamics.join_velocity(state.vel, state.ang_vel)  # warm start
     with jax.named_scope("solve"):
         if solver.ad == "unrolled":
-            u, stats = solver.solve(dynamics.residual, u_prev, args, dynamics.objective)
+            u, stats = solver.solve(dynamics.residual, u_prev, args, dynamics.objective,
+                                    dynamics.newton_residual)
         else:
             u, stats = solver.solve(dynamics.residual, jax.lax.stop_gradient(u_prev),
-                                    jax.lax.stop_gradient(args), dynamics.objective)
+                                    jax.lax.stop_gradient(args), dynamics.objective,
+                                    dynamics.newton_residual)
             u = implicit_solution(dynamics.residual, u, args, solver.ad)
     new_state = dynamics.advance(model, state, u)
     gap = jax.lax.stop_gradient(contact_frame(model, new_state.pos, new_state.quat).gap)

@@ -65,7 +65,7 @@ class Newton:
         if self.ad not in AD_MODES:
             raise ValueError(f"ad must be one of {AD_MODES}, got {self.ad!r}")
 
-    def solve(self, residual_fn, u0, args, objective_fn=None):
+    def solve(self, residual_fn, u0, args, objective_fn=None, direction_fn=None):
         """Find u with residual_fn(u, args) = 0 starting from u0.
 
         Args:
@@ -77,6 +77,10 @@ class Newton:
             sufficient decrease of Φ(·, u_k) instead of ||r||²: this globalizes Newton across
             the kinks of piecewise-smooth laws (a contact just outside its range has no
             stiffness in J, and ||r|| along the full step can only grow).
+          direction_fn: optional global function (u, args, damped) with the value of
+            residual_fn, whose Jacobian gives the Newton direction: with damped = 0 the exact
+            one, with damped = 1 a more conservative model, used after an iteration whose full
+            step was rejected by the line search.
 
         Returns:
           u: (n,) the last iterate.
@@ -106,20 +110,26 @@ class Newton:
             # the longest acceptable step, else the best one tried
             pick = jnp.where(jnp.any(ok), jnp.argmax(ok),
                              jnp.argmin(jnp.where(finite, merit, jnp.inf)))
-            return trial[pick], jnp.any(finite)
+            return trial[pick], jnp.any(finite), pick > 0
 
         def iteration(carry):
-            u, used, done, bad = carry
-            r, jac = residual_and_jacobian(residual_fn, u, args)
+            u, used, done, bad, damped = carry
+            if direction_fn is None:
+                r, jac = residual_and_jacobian(residual_fn, u, args)
+            else:
+                r, jac = residual_and_jacobian(
+                    lambda x, a: direction_fn(x, a, damped.astype(u.dtype)), u, args)
             finite = jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(jac))
             stop = done | ~finite | (residual_norm(r) <= tol)
-            u_new, any_finite = line_search(u, r, -linear_solve(jac, r))
+            u_new, any_finite, shortened = line_search(u, r, -linear_solve(jac, r))
             # a non-finite iterate stops the scene at its last finite one
             bad = bad | (~stop & ~any_finite) | (~done & ~finite)
             stop = stop | bad
-            return (jnp.where(stop, u, u_new), used + jnp.where(stop, 0, 1), stop, bad)
+            return (jnp.where(stop, u, u_new), used + jnp.where(stop, 0, 1), stop, bad,
+                    shortened)
 
-        init = (u0, jnp.zeros((), jnp.int32), jnp.zeros((), bool), jnp.zeros((), bool))
+        false = jnp.zeros((), bool)
+        init = (u0, jnp.zeros((), jnp.int32), false, false, false)
         if self.early_exit:
             def cond(carry):
                 return ~carry[0][2] & (carry[1] < self.iterations)
@@ -127,10 +137,10 @@ class Newton:
             def body(carry):
                 return iteration(carry[0]), carry[1] + 1
 
-            (u, used, _, bad), _ = jax.lax.while_loop(cond, body, (init, 0))
+            (u, used, _, bad, _), _ = jax.lax.while_loop(cond, body, (init, 0))
         else:
-            (u, used, _, bad), _ = jax.lax.scan(lambda c, _: (iteration(c), None), init, None,
-                                                 length=self.iterations)
+            (u, used, _, bad, _), _ = jax.lax.scan(lambda c, _: (iteration(c), None), init,
+                                                    None, length=self.iterations)
         r = residual_fn(u, args)
         res = residual_norm(r)
         finite = ~bad & jnp.all(jnp.isfinite(r))
