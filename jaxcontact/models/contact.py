@@ -171,6 +171,11 @@ def restitution_to_damping(restitution, stiffness, mass):
 
     e = exp(-π k_d / sqrt(4 k_n m - k_d²))  ⇔  k_d = 2 L sqrt(k_n m) / sqrt(π² + L²), L = -ln e.
     e = 0 gives critical damping 2 sqrt(k_n m); e = 1 gives 0.
+
+    This is the law of the continuous spring-damper. The implicit step adds numerical damping
+    of its own, so a simulated bounce reaches e only when the contact, which lasts
+    π sqrt(m / k_n), spans many steps: e.g. at dt = 2e-5 s, k_n = 1e5, m = 1 the measured e is
+    0.49 for e = 0.5, but at dt = 2 ms (5 steps per contact) it is about 0.26.
     """
     if isinstance(restitution, numbers.Real) and not 0.0 <= restitution <= 1.0:
         raise ValueError(f"restitution must be in [0, 1], got {restitution!r}")
