@@ -192,22 +192,58 @@ def run_worker(args):
 # driver
 
 
-def run_subprocess(cmd, what, timeout=None, stream_stderr=True):
-    """Run `cmd`, parse the last stdout line that is a JSON object; errors become a dict."""
-    log(f"[{what}] {' '.join(str(c) for c in cmd)}")
-    t0 = time.perf_counter()
+def _cpu_ticks(pid):
+    """CPU time (user + system, clock ticks) of process `pid` so far, None if unreadable."""
     try:
-        proc = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE,
-                              stderr=None if stream_stderr else subprocess.PIPE, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_subprocess(cmd, what, timeout=None, hang_s=None, stream_stderr=True, env=None):
+    """Run `cmd`, parse the last stdout line that is a JSON object; errors become a dict.
+
+    Watchdog: XLA's CPU runtime has been seen to wedge on this machine (every thread parked on
+    a futex inside block_until_ready, no CPU used, forever: observed twice in the MJX harness
+    at large batches). A child whose CPU time has not advanced for `hang_s` seconds is killed
+    and reported as hung; `timeout` bounds the total wall time.
+    """
+    cmd = [str(c) for c in cmd]
+    log(f"[{what}] {' '.join(cmd)}")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=None if stream_stderr else subprocess.PIPE, text=True,
+                            env=env)
+    prev_ticks, last_progress = None, time.perf_counter()
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            now = time.perf_counter()
+            ticks = _cpu_ticks(proc.pid)
+            # progress: at least 0.1 s of CPU over the last ~10 s poll (a wedged runtime still
+            # ticks now and then, a working one uses about 10 s per poll per busy core)
+            if ticks is None or prev_ticks is None or ticks - prev_ticks >= 10:
+                last_progress = now
+            prev_ticks = ticks
+            reason = None
+            if timeout is not None and now - t0 > timeout:
+                reason = f"timed out after {timeout:.0f} s"
+            elif hang_s is not None and now - last_progress > hang_s:
+                reason = f"hung: no CPU time used for {now - last_progress:.0f} s"
+            if reason:
+                proc.kill()
+                proc.communicate()
+                log(f"[{what}] killed: {reason}")
+                return {"error": reason, "timed_out": True, "wall_s": now - t0}
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        tail = (proc.stderr or "")[-2000:] if not stream_stderr else "(see stderr above)"
+        tail = (stderr or "")[-2000:] if not stream_stderr else "(see stderr above)"
         return {"error": f"exit status {proc.returncode}", "stderr_tail": tail,
                 "wall_s": wall}
-    for line in reversed(proc.stdout.strip().splitlines()):
+    for line in reversed(stdout.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -216,7 +252,7 @@ def run_subprocess(cmd, what, timeout=None, stream_stderr=True):
                 continue
             out["wall_s"] = wall
             return out
-    return {"error": "no JSON on stdout", "stdout_tail": proc.stdout[-2000:], "wall_s": wall}
+    return {"error": "no JSON on stdout", "stdout_tail": stdout[-2000:], "wall_s": wall}
 
 
 def worker_command(args, dtype):
@@ -289,7 +325,47 @@ def print_table(doc):
             log(f"{key}: ERROR {m['error']}")
         elif m and "mujoco_c_steps_per_s_1thread" in m:
             log(f"{key}: MuJoCo C 1 thread {m['mujoco_c_steps_per_s_1thread']:.0f} steps/s")
+        for r in (m or {}).get("per_batch", []):
+            if r["error"] or r["failed_attempts"]:
+                log(f"{key} B={r['batch']}: failed attempts {r['failed_attempts']}"
+                    + (f", final error {r['error']}" if r["error"] else ", then succeeded"))
     log(f"written to {doc['output']}")
+
+
+def run_anchor(args, key, flags):
+    """The harness's box_drop, one process per batch size (so that a hung run costs only its
+    batch and is retried alone), merged into one result shaped like the harness's own."""
+    merged = {"rows": [], "per_batch": []}
+    env = None
+    if args.mjx_xla_flags is not None:
+        env = dict(os.environ, XLA_FLAGS=args.mjx_xla_flags)
+        merged["xla_flags"] = args.mjx_xla_flags
+    for batch in args.batch:
+        cmd = [sys.executable, args.harness, "box_drop", "--batch", batch, *flags]
+        attempts = []
+        for _ in range(1 + args.mjx_retries):
+            res = run_subprocess(cmd, f"{key} B={batch}", timeout=args.mjx_timeout,
+                                 hang_s=args.hang_s, stream_stderr=False, env=env)
+            attempts.append(res.get("error"))
+            if not res.get("timed_out"):
+                break
+            log(f"[{key} B={batch}] {res['error']}: retrying")
+        merged["per_batch"].append({"batch": batch, "wall_s": res.get("wall_s"),
+                                    "error": res.get("error"),
+                                    "failed_attempts": attempts[:-1]})
+        if "rows" not in res:
+            continue
+        merged["rows"] += res["rows"]
+        for k in ("scene", "steps", "iterations", "ls_iterations", "dtype"):
+            merged.setdefault(k, res.get(k))
+        merged.setdefault("mujoco_c_steps_per_s_1thread", []).append(
+            res.get("mujoco_c_steps_per_s_1thread"))
+    if not merged["rows"]:
+        merged["error"] = "; ".join(f"B={r['batch']}: {r['error']}" for r in merged["per_batch"])
+    c = [v for v in merged.get("mujoco_c_steps_per_s_1thread", []) if v]
+    if c:  # measured once per harness process: keep the best
+        merged["mujoco_c_steps_per_s_1thread"] = max(c)
+    return merged
 
 
 def main(argv=None):
@@ -314,6 +390,20 @@ def main(argv=None):
     p.add_argument("--skip-mjx", action="store_true", help="do not run the MJX harness")
     p.add_argument("--skip-mjx-default", action="store_true",
                    help="run MJX only tuned (--iterations 4 --ls-iterations 8)")
+    p.add_argument("--mjx-timeout", type=float, default=3600.0,
+                   help="wall-time limit of one harness run (s)")
+    p.add_argument("--mjx-retries", type=int, default=2,
+                   help="retries of a hung or timed-out harness run")
+    p.add_argument("--mjx-xla-flags", default=None,
+                   help="XLA_FLAGS for the harness runs, e.g. --xla_cpu_multi_thread_eigen=false "
+                        "(recorded in the JSON; changes MJX's speed)")
+    p.add_argument("--hang-s", type=float, default=180.0,
+                   help="kill a subprocess whose CPU time has not advanced for this long (s)")
+    p.add_argument("--worker-timeout", type=float, default=None,
+                   help="seconds before a jaxcontact worker is killed (default: none)")
+    p.add_argument("--jaxcontact-from", type=pathlib.Path, default=None,
+                   help="reuse the jaxcontact numbers of a previous results JSON and only run "
+                        "the MJX anchors (re-anchoring without the slow part)")
     p.add_argument("--name", default="throughput", help="results/<name>.json")
     p.add_argument("--worker", choices=DTYPES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -337,13 +427,27 @@ def main(argv=None):
                    "min_time_s": args.min_time_s,
                    "solver_iterations": args.solver_iterations, "early_exit": args.early_exit,
                    "solver_label": solver_label, "quick": args.quick,
-                   "harness": str(args.harness)},
+                   "harness": str(args.harness), "mjx_xla_flags": args.mjx_xla_flags,
+                   "xla_flags_env": os.environ.get("XLA_FLAGS")},
         "provenance": provenance(),
         "jaxcontact": {},
     }
-    for dtype in args.dtypes:
-        doc["jaxcontact"][dtype] = run_subprocess(worker_command(args, dtype),
-                                                  f"jaxcontact {dtype}")
+    if args.jaxcontact_from:
+        previous = json.loads(args.jaxcontact_from.read_text())
+        for key in ("batch", "steps"):
+            if previous["config"][key] != doc["config"][key]:
+                log(f"warning: --jaxcontact-from ran {key}={previous['config'][key]}, "
+                    f"this run {key}={doc['config'][key]}")
+        doc["jaxcontact"] = {k: v for k, v in previous["jaxcontact"].items() if k in args.dtypes}
+        doc["jaxcontact_reused_from"] = {"path": str(args.jaxcontact_from),
+                                         "config": previous["config"],
+                                         "provenance": previous["provenance"]}
+    else:
+        for dtype in args.dtypes:
+            doc["jaxcontact"][dtype] = run_subprocess(worker_command(args, dtype),
+                                                      f"jaxcontact {dtype}",
+                                                      timeout=args.worker_timeout,
+                                                      hang_s=args.hang_s)
 
     comparison = []
     if not args.skip_mjx:
@@ -354,8 +458,7 @@ def main(argv=None):
             if not args.skip_mjx_default:
                 anchors.append(("mjx_default", []))
             for key, flags in anchors:
-                cmd = [sys.executable, args.harness, "box_drop", "--batch", *args.batch, *flags]
-                doc[key] = run_subprocess(cmd, key, stream_stderr=False)
+                doc[key] = run_anchor(args, key, flags)
                 if "rows" in doc[key] and doc[key].get("steps") != args.steps:
                     doc[key]["note"] = (f"the harness always runs {doc[key].get('steps')} steps; "
                                         f"jaxcontact ran {args.steps}: compare rates only")
