@@ -82,6 +82,7 @@ def provenance():
         "backend": jax.default_backend(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
+        "xla_flags_env": os.environ.get("XLA_FLAGS"),
         "loadavg_start": list(os.getloadavg()),
         "time_start": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }

@@ -343,13 +343,14 @@ def run_anchor(args, key, flags):
     for batch in args.batch:
         cmd = [sys.executable, args.harness, "box_drop", "--batch", batch, *flags]
         attempts = []
-        for _ in range(1 + args.mjx_retries):
+        for attempt in range(1 + args.mjx_retries):
             res = run_subprocess(cmd, f"{key} B={batch}", timeout=args.mjx_timeout,
                                  hang_s=args.hang_s, stream_stderr=False, env=env)
             attempts.append(res.get("error"))
             if not res.get("timed_out"):
                 break
-            log(f"[{key} B={batch}] {res['error']}: retrying")
+            if attempt < args.mjx_retries:
+                log(f"[{key} B={batch}] {res['error']}: retrying")
         merged["per_batch"].append({"batch": batch, "wall_s": res.get("wall_s"),
                                     "error": res.get("error"),
                                     "failed_attempts": attempts[:-1]})
