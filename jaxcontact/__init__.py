@@ -3,15 +3,15 @@
 from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
-from jaxcontact.solvers.newton import Newton
+from jaxcontact.solvers import Descent, Dual, Newton
 from jaxcontact.step import rollout, step
 from jaxcontact.types import (RESULT_MESSAGES, Body, Control, Geom, Model, Plane, Result, Shape,
-                              State, StepInfo)
+                              Spring, State, StepInfo)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Body", "Contact", "Control", "Geom", "Model", "Newton", "Plane", "RESULT_MESSAGES",
-    "Result", "Scene", "Shape", "State", "StepInfo", "damping_to_restitution", "randomize",
-    "rollout", "restitution_to_damping", "step",
+    "Body", "Contact", "Control", "Descent", "Dual", "Geom", "Model", "Newton", "Plane",
+    "RESULT_MESSAGES", "Result", "Scene", "Shape", "Spring", "State", "StepInfo",
+    "damping_to_restitution", "randomize", "rollout", "restitution_to_damping", "step",
 ]

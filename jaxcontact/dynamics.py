@@ -4,9 +4,10 @@ Variational implicit Euler (thesis Ch. 5, Eq. 104-106; ADD Sec. 3). With all bod
 stacked in u = (v_1, ω_1, ..., v_N, ω_N) and the configuration update q+(u) = q- ⊕ Δt u
 (positions by x + Δt v, orientations by the exact exponential map exp(Δt ω) ⊗ r):
 
-    Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_k U_n(d_k(q+(u))) + Δt Σ_k D_k(u; q+(ū), f_n(ū))
+    Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_k U_n(d_k(q+(u))) + Σ_s U_s(q+(u))
+              + Δt Σ_k D_k(u; q+(ū), f_n(ū))
 
-U_n are the normal penalties; D_k the contact damping and friction dissipation potentials,
+U_n are the normal penalties; U_s the springs (thesis Eq. 111); D_k the contact damping and friction dissipation potentials,
 whose geometry (normal, contact point, fraction of the step in contact) and friction bound
 μ f_n are *lagged* at the point ū (thesis Eq. 132). The step solves r(u) = ∂Φ/∂u (u; ū = u) = 0, so at the
 solution every quantity is consistent with the end-of-step state; ∂r/∂u is the exact,
@@ -20,9 +21,13 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxcontact.math import quat_integrate, quat_normalize, world_inertia, world_inertia_inv
+from jaxcontact.math import (quat_integrate, quat_normalize, tangent_basis, world_inertia,
+                             world_inertia_inv)
 from jaxcontact.models import contact as laws
-from jaxcontact.models.geometry import contact_frame, pair_parameters
+from jaxcontact.models import joints
+from jaxcontact.models.geometry import (candidate_bodies, candidate_frame, contact_frame,
+                                        gather_poses, pair_parameters)
+from jaxcontact.problem import Problem, Rows
 from jaxcontact.types import Array, Control, Model, State
 
 
@@ -92,7 +97,7 @@ def _point_velocity(vel, ang_vel, pos, body, point):
     """Velocity of the material point at `point` of each candidate's body (0 for the world)."""
     zero = jnp.zeros((1, 3), vel.dtype)
     vel, ang_vel, pos = (jnp.concatenate([a, zero]) for a in (vel, ang_vel, pos))
-    idx = jnp.asarray(body)  # -1 picks the appended zero row: the world does not move
+    idx = jnp.asarray(body, jnp.int32)  # -1 picks the appended zero row: the world does not move
     return vel[idx] + jnp.cross(ang_vel[idx], point - pos[idx])
 
 
@@ -124,6 +129,10 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
     frame = contact_frame(model, pos, quat)
     elastic = jnp.sum(laws.normal_energy(frame.gap, ctx.stiffness, params.normal, params.power,
                                          params.smooth_width))
+    if model.spring.size:
+        spring = model.spring
+        elastic += jnp.sum(joints.energy(spring, *gather_poses(pos, quat, spring.body_a),
+                                         *gather_poses(pos, quat, spring.body_b)))
 
     # lagged geometry and friction bound, evaluated at ū
     pos_l, quat_l = configuration(model, state, u_lag)
@@ -180,6 +189,137 @@ def residual(u, args, newton_model=0.0):
     g_lin, g_ang = split_velocity(grad, model.n_body)
     scaled_ang = jnp.einsum("nij,nj->ni", ctx.inertia_inv, g_ang)
     return join_velocity(g_lin / model.body.mass[:, None], scaled_ang)
+
+
+def gradient(u, args):
+    """∂Φ/∂u (u; ū = u): the unscaled residual (M r)."""
+    model, state, ctx = args
+    return jax.grad(incremental_potential)(u, u, model, state, ctx)
+
+
+def model_gradient(u, u_lag, args, damped):
+    """∂Φ/∂u (u; ū) at a fixed lag point: its u-Jacobian is the symmetric Hessian of Φ(·; ū)
+    (with the IRLS friction curvature when `damped`)."""
+    model, state, ctx = args
+    return jax.grad(incremental_potential)(u, u_lag, model, state, ctx, damped)
+
+
+def mass_matrix(args):
+    """Block-diagonal mass of the step, (N, 6, 6): diag(m I₃, I_world) per body."""
+    model, _, ctx = args
+    n, dtype = model.n_body, ctx.inertia.dtype
+    blocks = jnp.zeros((n, 6, 6), dtype)
+    blocks = blocks.at[:, :3, :3].set(model.body.mass[:, None, None] * jnp.eye(3, dtype=dtype)[None])
+    return blocks.at[:, 3:, 3:].set(ctx.inertia)
+
+
+def free_flight(args):
+    """ũ of the step (the primal start of thesis Algorithm 2 and 3)."""
+    return args[2].u_free
+
+
+def _side_jacobians(errors, u_a, u_b):
+    """Values and per-row Jacobians (R, 6) of errors(u_a, u_b) -> (R,), where row j depends
+    only on row j of u_a and u_b: one linearization, 12 tangent evaluations."""
+    values, tangent = jax.linearize(errors, u_a, u_b)
+    basis = jnp.eye(6, dtype=u_a.dtype)
+    zero_a, zero_b = jnp.zeros_like(u_a), jnp.zeros_like(u_b)
+    jac_a = jax.vmap(lambda t: tangent(jnp.broadcast_to(t, u_a.shape), zero_b))(basis).T
+    jac_b = jax.vmap(lambda t: tangent(zero_a, jnp.broadcast_to(t, u_b.shape)))(basis).T
+    return values, jac_a, jac_b
+
+
+def _velocity_row(direction, point, centre_a, centre_b):
+    """Jacobian blocks of the relative velocity along `direction` at `point`, (K, 6) x 2:
+    t·(v_a + ω_a × (p - x_a)) - t·(v_b + ω_b × (p - x_b))."""
+    jac_a = jnp.concatenate([direction, jnp.cross(point - centre_a, direction)], axis=-1)
+    jac_b = jnp.concatenate([direction, jnp.cross(point - centre_b, direction)], axis=-1)
+    return jac_a, -jac_b
+
+
+def rows(u, args) -> Rows:
+    """Constraint rows at u (see `jaxcontact.problem`): what Descent and Dual iterate on.
+
+    Position rows (contact gaps, spring stretches) are functions of q+(u) and their Jacobians
+    are exact (forward mode through the exponential map), so the stationarity conditions
+    M(u - ũ) = Σ Gᵀ λ at λ = -s e are exactly ∂Φ/∂u = 0 (for the `linear` normal law and
+    `huber` friction, whose potentials are the rows' quadratics). Velocity rows (damping and
+    friction) use the contact frame at u, as Φ lags it.
+    """
+    model, state, ctx = args
+    params, dt, n = model.contact, model.dt, model.n_body
+    spring = model.spring
+    cand_a, cand_b = candidate_bodies(model)
+    body_a, body_b = cand_a + tuple(spring.body_a), cand_b + tuple(spring.body_b)
+    k = len(cand_a)
+    padded = jnp.concatenate([u.reshape(n, 6), jnp.zeros((1, 6), u.dtype)])
+    u_a = padded[jnp.asarray(body_a, jnp.int32).reshape(-1)]
+    u_b = padded[jnp.asarray(body_b, jnp.int32).reshape(-1)]
+    pos0_a, quat0_a = gather_poses(state.pos, state.quat, body_a)
+    pos0_b, quat0_b = gather_poses(state.pos, state.quat, body_b)
+
+    def poses(pos0, quat0, vel):
+        return pos0 + dt * vel[:, :3], quat_integrate(quat0, vel[:, 3:], dt)
+
+    def position_errors(u_a, u_b):
+        pos_a, quat_a = poses(pos0_a, quat0_a, u_a)
+        pos_b, quat_b = poses(pos0_b, quat0_b, u_b)
+        gap = candidate_frame(model, pos_a[:k], quat_a[:k], pos_b[:k], quat_b[:k]).gap
+        return jnp.concatenate([gap, joints.stretch(spring, pos_a[k:], quat_a[k:], pos_b[k:],
+                                                    quat_b[k:])])
+
+    error, jac_a, jac_b = _side_jacobians(position_errors, u_a, u_b)
+    world_b = (jnp.asarray(body_b, jnp.int32).reshape(-1) < 0)[:, None]
+    jac_b = jnp.where(world_b, 0.0, jac_b)
+    gap = error[:k]
+
+    # velocity rows at the contact frame of u
+    pos_a, quat_a = poses(pos0_a[:k], quat0_a[:k], u_a[:k])
+    pos_b, quat_b = poses(pos0_b[:k], quat0_b[:k], u_b[:k])
+    frame = candidate_frame(model, pos_a, quat_a, pos_b, quat_b)
+    t1, t2 = tangent_basis(frame.normal)
+    vel_rows = [_velocity_row(d, frame.point, pos_a, pos_b) for d in (frame.normal, t1, t2)]
+    vel_a = jnp.concatenate([r[0] for r in vel_rows])
+    vel_b = jnp.where(jnp.tile(world_b[:k], (3, 1)), 0.0, jnp.concatenate([r[1] for r in vel_rows]))
+    tiled_a, tiled_b = jnp.tile(u_a[:k], (3, 1)), jnp.tile(u_b[:k], (3, 1))
+    velocity = jnp.sum(vel_a * tiled_a + vel_b * tiled_b, axis=-1)
+
+    # stiffnesses (λ = -s e) and Gauss-Newton curvatures
+    normal_curv = jax.vmap(jax.grad(jax.grad(
+        lambda d, kn: laws.normal_energy(d, kn, params.normal, params.power,
+                                         params.smooth_width))))(gap, ctx.stiffness)
+    damping = dt * ctx.damping * laws.contact_fraction(ctx.gap_start, gap)
+    f_n = laws.normal_force(gap, ctx.stiffness, params.normal, params.power, params.smooth_width)
+    slip_sq = velocity[k:2 * k] ** 2 + velocity[2 * k:] ** 2
+    stick = params.friction_stiffness if params.friction != "linear" else ctx.stiffness * dt
+    friction_curv = 2.0 * jax.vmap(jax.grad(_friction_law(params, dt)))(
+        slip_sq, ctx.friction * f_n, ctx.stiffness)
+    ones = jnp.ones_like(gap)
+    stiffness = jnp.concatenate([ctx.stiffness, damping, dt * stick * ones, dt * stick * ones,
+                                 spring.stiffness])
+    curvature = jnp.concatenate([normal_curv, damping, dt * friction_curv, dt * friction_curv,
+                                 spring.stiffness])
+    sides = (body_a[:k] * 4 + body_a[k:], body_b[:k] * 4 + body_b[k:])
+    return Rows(
+        jac_a=jnp.concatenate([jac_a[:k], vel_a, jac_a[k:]]),
+        jac_b=jnp.concatenate([jac_b[:k], vel_b, jac_b[k:]]),
+        error=jnp.concatenate([gap, velocity, error[k:]]), stiffness=stiffness,
+        curvature=curvature, cone=dt * ctx.friction, body_a=sides[0], body_b=sides[1],
+        n_contact=k)
+
+
+def _friction_law(params, dt):
+    """The friction potential D(z, μ f_n, k_n) of the contact settings, per contact."""
+    def law(z, bound, k_n):
+        return laws.friction_dissipation(z, bound, params.friction, params.friction_stiffness,
+                                         params.friction_eps, k_n * dt)
+    return law
+
+
+PROBLEM = Problem(residual=residual, gradient=gradient, objective=objective,
+                  direction=newton_residual,
+                  model_gradient=model_gradient, rows=rows, mass=mass_matrix,
+                  start=free_flight)
 
 
 def advance(model: Model, state: State, u) -> State:

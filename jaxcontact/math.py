@@ -111,3 +111,17 @@ def world_inertia(quat, inertia_body):
 def world_inertia_inv(quat, inertia_body):
     """(R diag(I) Rᵀ)⁻¹ = R diag(1/I) Rᵀ, in closed form (no linear solve)."""
     return world_inertia(quat, 1.0 / inertia_body)
+
+
+def tangent_basis(normal):
+    """Two unit vectors completing the unit normal(s) (..., 3) to a right-handed basis.
+
+    The helper axis is the world axis least aligned with n, so the basis is well conditioned
+    everywhere (it is not continuous in n: use it only where any basis will do, e.g. for the
+    isotropic friction rows of a dual solver). A zero normal gives zero tangents.
+    """
+    x_axis = jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0], normal.dtype), normal.shape)
+    y_axis = jnp.broadcast_to(jnp.asarray([0.0, 1.0, 0.0], normal.dtype), normal.shape)
+    helper = jnp.where(jnp.abs(normal[..., :1]) < 0.6, x_axis, y_axis)
+    t1 = safe_normalize(jnp.cross(normal, helper))
+    return t1, jnp.cross(normal, t1)

@@ -15,9 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact.models.contact import Contact
+from jaxcontact.math import quat_rotate
+from jaxcontact.solvers import SOLVERS, check_solver
 from jaxcontact.solvers.newton import Newton
 from jaxcontact.types import (Body, ContactParams, ContactTable, Geom, Model, Plane, Shape,
-                              State)
+                              Spring, State)
 
 _QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
 _BOX_CORNERS = tuple(itertools.product((-1, 1), repeat=3))
@@ -75,6 +77,7 @@ class Scene:
                           "damping": _number("damping", damping, low=0)}
         self._bodies: list[dict] = []
         self._planes: list[dict] = []
+        self._springs: list[dict] = []
 
     # --- validation helpers ---
     def _surface(self, friction, stiffness, damping):
@@ -133,6 +136,47 @@ class Scene:
         return self._body(Shape.BOX, h, mass, inertia, pos, quat, vel, ang_vel,
                           self._surface(friction, stiffness, damping))
 
+    def add_spring(self, body_a, body_b=-1, *, stiffness, anchor_a=(0.0, 0.0, 0.0),
+                   anchor_b=None, rest_length=None) -> int:
+        """Add a distance spring U = k/2 (|p_a - p_b| - L)² (thesis Eq. 111). Returns its index.
+
+        Args:
+          body_a: index of a body.
+          body_b: index of another body, or -1 for a fixed world point.
+          stiffness: k, N/m (> 0). The `Dual` solver sees it as the compliance 1/k.
+          anchor_a: attachment point in body a's frame (default its centre of mass).
+          anchor_b: attachment point in body b's frame, or a world point when body_b = -1.
+            Default: body b's centre, or for the world the current world position of
+            anchor_a (so the spring starts at its rest length when that is left out too).
+          rest_length: L >= 0, m. Default: the current distance of the two points. 0 makes a
+            soft ball joint.
+        """
+        n = len(self._bodies)
+        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1)):
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
+                    low <= index < n):
+                raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
+        if body_a == body_b:
+            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+        k = _number("stiffness", stiffness, positive=True)
+        anchor_a = _vector("anchor_a", anchor_a, 3)
+        world_a = self._world_point(body_a, anchor_a)
+        if anchor_b is None:
+            anchor_b = world_a if body_b == -1 else np.zeros(3)
+        anchor_b = _vector("anchor_b", anchor_b, 3)
+        world_b = anchor_b if body_b == -1 else self._world_point(body_b, anchor_b)
+        if rest_length is None:
+            rest_length = float(np.linalg.norm(world_a - world_b))
+        self._springs.append({"body_a": int(body_a), "body_b": int(body_b), "anchor_a": anchor_a,
+                              "anchor_b": anchor_b, "stiffness": k,
+                              "rest_length": _number("rest_length", rest_length, low=0)})
+        return len(self._springs) - 1
+
+    def _world_point(self, body, local):
+        b = self._bodies[body]
+        quat = jnp.asarray(b["quat"] / np.linalg.norm(b["quat"]))
+        return b["pos"] + np.asarray(quat_rotate(quat, jnp.asarray(local)))
+
     # --- build ---
     def _table(self) -> ContactTable:
         point_body, point_plane, point_corner, point_round = [], [], [], []
@@ -163,7 +207,9 @@ class Scene:
 
         Args:
           contact: a `jc.Contact` (laws and their parameters); default `Contact()`.
-          solver: solver settings, e.g. `jc.Newton(iterations=20)`; default `Newton()`.
+          solver: solver settings: `jc.Newton(...)` (default), `jc.Descent(...)` or
+            `jc.Dual(...)`. `Dual` needs the `linear` normal law and `huber` or `linear`
+            friction (its rows are the compliance form of those quadratics).
           dtype: float dtype of every array; default JAX's default float (float32 unless
             `jax_enable_x64` is on).
         """
@@ -171,8 +217,10 @@ class Scene:
         solver = Newton() if solver is None else solver
         if not isinstance(contact, Contact):
             raise ValueError(f"contact must be a jc.Contact, got {contact!r}")
-        if not isinstance(solver, Newton):
-            raise ValueError(f"solver must be a jc.Newton, got {solver!r}")
+        if not isinstance(solver, SOLVERS):
+            raise ValueError("solver must be a jc.Newton, jc.Descent or jc.Dual, "
+                             f"got {solver!r}")
+        check_solver(solver, contact.normal, contact.friction)
         if not self._bodies:
             raise ValueError("the scene has no bodies: add a sphere or a box before build()")
         try:
@@ -185,7 +233,7 @@ class Scene:
         def arr(values):
             return jnp.asarray(np.asarray(values, dtype=float), dtype=dtype)
 
-        bodies, planes = self._bodies, self._planes
+        bodies, planes, springs = self._bodies, self._planes, self._springs
         surface = ("friction", "stiffness", "damping")
         model = Model(
             body=Body(mass=arr([b["mass"] for b in bodies]),
@@ -200,6 +248,12 @@ class Scene:
                                   friction_eps=arr(contact.friction_eps),
                                   smooth_width=arr(contact.smooth_width), normal=contact.normal,
                                   power=float(contact.power), friction=contact.friction),
+            spring=Spring(anchor_a=arr(np.reshape([s["anchor_a"] for s in springs], (-1, 3))),
+                          anchor_b=arr(np.reshape([s["anchor_b"] for s in springs], (-1, 3))),
+                          rest_length=arr([s["rest_length"] for s in springs]),
+                          stiffness=arr([s["stiffness"] for s in springs]),
+                          body_a=tuple(s["body_a"] for s in springs),
+                          body_b=tuple(s["body_b"] for s in springs)),
             gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(), solver=solver)
         state = State(pos=arr([b["pos"] for b in bodies]),
                       quat=arr([b["quat"] / np.linalg.norm(b["quat"]) for b in bodies]),

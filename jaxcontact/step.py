@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from jaxcontact import dynamics
 from jaxcontact.models.geometry import contact_frame
+from jaxcontact.solvers import check_solver
 from jaxcontact.solvers.implicit import implicit_solution
 from jaxcontact.types import Control, Model, State, StepInfo
 
@@ -41,16 +42,15 @@ def step(model: Model, state: State, control: Control | None = None):
         control = Control.zeros(model.n_body, dtype=dtype)
     _check_control(model, control)
     solver = model.solver
+    check_solver(solver, model.contact.normal, model.contact.friction)
     args = (model, state, dynamics.prepare(model, state, control))
-    u_prev = dynamics.join_velocity(state.vel, state.ang_vel)  # warm start
+    u_prev = dynamics.join_velocity(state.vel, state.ang_vel)  # warm start (Newton)
     with jax.named_scope("solve"):
         if solver.ad == "unrolled":
-            u, stats = solver.solve(dynamics.residual, u_prev, args, dynamics.objective,
-                                    dynamics.newton_residual)
+            u, stats = solver.solve(dynamics.PROBLEM, u_prev, args)
         else:
-            u, stats = solver.solve(dynamics.residual, jax.lax.stop_gradient(u_prev),
-                                    jax.lax.stop_gradient(args), dynamics.objective,
-                                    dynamics.newton_residual)
+            u, stats = solver.solve(dynamics.PROBLEM, jax.lax.stop_gradient(u_prev),
+                                    jax.lax.stop_gradient(args))
             u = implicit_solution(dynamics.residual, u, args, solver.ad)
     new_state = dynamics.advance(model, state, u)
     gap = jax.lax.stop_gradient(contact_frame(model, new_state.pos, new_state.quat).gap)

@@ -109,6 +109,35 @@ class ContactTable:
 
 
 @struct.dataclass
+class Spring:
+    """Distance springs between two bodies, or a body and a world anchor (thesis Eq. 111).
+
+    U = k/2 C², C = |p_a - p_b| - L, with p_a = x_a + R_a a_a the attachment point on body a
+    and p_b the one on body b (a world point for body -1). In compliance form (thesis Eq. 117,
+    used by the `Dual` solver) this is the constraint C + λ/k = 0. A zero rest length makes a
+    soft ball joint.
+
+    Attributes:
+      anchor_a:    (S, 3) attachment point in body a's frame, m.
+      anchor_b:    (S, 3) attachment point in body b's frame (world coordinates if b = -1).
+      rest_length: (S,)   L, m.
+      stiffness:   (S,)   k, N/m.
+      body_a, body_b: static tuples (S,) of body indices (body_b may be -1, the world).
+    """
+
+    anchor_a: Array
+    anchor_b: Array
+    rest_length: Array
+    stiffness: Array
+    body_a: tuple = static(default=())
+    body_b: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.body_a)
+
+
+@struct.dataclass
 class ContactParams:
     """Contact and friction laws (DESIGN.md section 4) and their global parameters.
 
@@ -134,7 +163,7 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact: see their classes.
+      body, geom, plane, contact, spring: see their classes.
       gravity:  (3,) m/s².
       dt:       ()   time step, s.
       table:    static contact-candidate table.
@@ -145,6 +174,7 @@ class Model:
     geom: Geom
     plane: Plane
     contact: ContactParams
+    spring: Spring
     gravity: Array
     dt: Array
     table: ContactTable = static()

@@ -56,30 +56,57 @@ def _sphere_sphere(pos_a, pos_b, radius_a, radius_b):
     return gap, normal, point
 
 
+def candidate_bodies(model: Model):
+    """Static (body_a, body_b) tuples of the K candidates; body_b = -1 for the world."""
+    table = model.table
+    return (tuple(table.point_body) + tuple(table.pair_a),
+            (-1,) * len(table.point_body) + tuple(table.pair_b))
+
+
+def gather_poses(pos: Array, quat: Array, body) -> tuple[Array, Array]:
+    """Poses of bodies `body` (static tuple, -1 = the world at the origin), (R, 3), (R, 4)."""
+    origin = jnp.zeros((1, 3), pos.dtype)
+    identity = jnp.asarray([[1.0, 0.0, 0.0, 0.0]], quat.dtype)
+    idx = jnp.asarray(body, dtype=jnp.int32)  # -1 picks the appended world row
+    return (jnp.concatenate([pos, origin])[idx], jnp.concatenate([quat, identity])[idx])
+
+
 def contact_frame(model: Model, pos: Array, quat: Array) -> ContactFrame:
     """Gaps, normals and points of every candidate in `model.table` at poses (pos, quat)."""
+    body_a, body_b = candidate_bodies(model)
+    pos_a, quat_a = gather_poses(pos, quat, body_a)
+    pos_b, quat_b = gather_poses(pos, quat, body_b)
+    return candidate_frame(model, pos_a, quat_a, pos_b, quat_b)
+
+
+def candidate_frame(model: Model, pos_a, quat_a, pos_b, quat_b) -> ContactFrame:
+    """As `contact_frame`, from the poses of each candidate's two sides, (K, 3) and (K, 4).
+
+    Each candidate sees only its own rows, so derivatives with respect to side a and side b
+    of every candidate come from one forward-mode pass (used for constraint rows).
+    """
     table, size = model.table, model.geom.size
+    body_a, body_b = candidate_bodies(model)
+    k_p = len(table.point_body)
     gaps, normals, points = [], [], []
     if table.point_body:
         b = jnp.asarray(table.point_body)
         corner = jnp.asarray(table.point_corner, dtype=size.dtype) * size[b]
         radius = jnp.asarray(table.point_round, dtype=size.dtype) * size[b, 0]
         pl = jnp.asarray(table.point_plane)
-        g, n, p = jax.vmap(_point_plane)(pos[b], quat[b], corner, radius,
+        g, n, p = jax.vmap(_point_plane)(pos_a[:k_p], quat_a[:k_p], corner, radius,
                                          model.plane.normal[pl], model.plane.offset[pl])
         gaps.append(g), normals.append(n), points.append(p)
     if table.pair_a:
         a, b = jnp.asarray(table.pair_a), jnp.asarray(table.pair_b)
-        g, n, p = jax.vmap(_sphere_sphere)(pos[a], pos[b], size[a, 0], size[b, 0])
+        g, n, p = jax.vmap(_sphere_sphere)(pos_a[k_p:], pos_b[k_p:], size[a, 0], size[b, 0])
         gaps.append(g), normals.append(n), points.append(p)
     if not gaps:
-        dtype = pos.dtype
+        dtype = pos_a.dtype
         return ContactFrame(jnp.zeros((0,), dtype), jnp.zeros((0, 3), dtype),
                             jnp.zeros((0, 3), dtype), (), ())
-    body_b = (-1,) * len(table.point_body) + tuple(table.pair_b)
     return ContactFrame(jnp.concatenate(gaps), jnp.concatenate(normals),
-                        jnp.concatenate(points), tuple(table.point_body) + tuple(table.pair_a),
-                        body_b)
+                        jnp.concatenate(points), body_a, body_b)
 
 
 def combine(a, b, how):

@@ -6,38 +6,29 @@ residual evaluation rather than a sequential loop), accepting the longest that s
 Armijo condition on the merit ||r||² (d is always a descent direction for it). The loop is a
 `lax.scan` with a static iteration cap: a scene that has converged stops changing (masks), so a
 vmapped batch runs in lock step and nothing here is a `while_loop`.
-The solver knows nothing of physics: it sees a residual function and its arguments.
+With `linear="cg"` or `"cr"` the direction is found matrix-free instead (Hessian-vector
+products, block-Jacobi preconditioned Krylov iterations). The solver knows nothing of physics:
+it sees the functions of a `jaxcontact.problem.Problem` and their arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 
 import jax
 import jax.numpy as jnp
 
-from jaxcontact.solvers.implicit import AD_MODES, linear_solve, residual_and_jacobian
-from jaxcontact.types import Result
+from jaxcontact.solvers import base, blocks, krylov
+from jaxcontact.solvers.implicit import linear_solve, residual_and_jacobian
 
 _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choice)
 _NOISE_ULPS = 64.0  # rounding noise of the merit, in ulps of its magnitude (measured ~10)
-
-
-def default_tol(dtype) -> float:
-    """Residual tolerance (m/s) by precision.
-
-    float32: stiff contact and friction terms amplify the rounding of a ~1 m/s velocity
-    (1e-7) by Δt k / m ~ 10-100, so residuals below ~1e-4 are noise; 3e-4 m/s moves a body by
-    less than 1 µm per step at Δt = 2 ms.
-    """
-    return 1e-10 if jnp.dtype(dtype) == jnp.float64 else 3e-4
+LINEAR_SOLVERS = ("dense", "bicgstab", "cg", "cr")
 
 
 @dataclasses.dataclass(frozen=True)
 class Newton:
-    """Dense Newton solver with line search.
+    """Newton solver with line search; dense or matrix-free linear solves.
 
     Attributes:
       iterations: static iteration cap (every step runs this many masked iterations).
@@ -53,6 +44,18 @@ class Newton:
     tol: float | None = None
     line_search: int = 8
     ad: str = "vjp"
+    linear: str = "dense"
+    """How each Newton direction is solved. "dense": the exact Jacobian, built by forward mode
+    and eliminated (quadratic convergence; cost O(n³), for up to a few dozen bodies).
+    "bicgstab": matrix-free with the exact Jacobian: Jacobian-vector products of r, solved by
+    block-Jacobi preconditioned BiCGSTAB (the Jacobian is not symmetric); Newton's
+    convergence is kept as far as the Krylov solve is accurate.
+    "cg" / "cr": matrix-free on a symmetric model: Hessian-vector products of Φ(·; ū) at the lagged point ū = u
+    (symmetric; the lag terms of the exact Jacobian are left out, so convergence is fast but
+    linear near sliding contacts), solved by block-Jacobi preconditioned conjugate gradients or
+    conjugate residuals (thesis §4.6.2), for systems too large to factor."""
+    krylov_iterations: int = 40
+    """Iterations of the Krylov solve per Newton iteration ("cg"/"cr" only)."""
     early_exit: bool = False
     """Run the forward solve as a bounded `while_loop` that stops once every scene of the
     (vmapped) batch has converged, instead of always running `iterations` masked iterations.
@@ -61,55 +64,36 @@ class Newton:
     batches some scene is usually still iterating."""
 
     def __post_init__(self):
-        for name in ("iterations", "line_search"):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-                    or value < 1):
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        if self.tol is not None and (isinstance(self.tol, bool) or not isinstance(
-                self.tol, numbers.Real) or not math.isfinite(self.tol) or self.tol <= 0):
-            raise ValueError(f"tol must be a positive number or None, got {self.tol!r}")
+        base.check_int(self, "iterations")
+        base.check_int(self, "line_search")
+        base.check_int(self, "krylov_iterations")
+        base.check_positive(self, "tol", optional=True)
+        base.check_choice(self, "linear", LINEAR_SOLVERS)
         if not isinstance(self.early_exit, bool):
             raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
-        if self.ad not in AD_MODES:
-            raise ValueError(f"ad must be one of {AD_MODES}, got {self.ad!r}")
+        base.check_ad(self)
 
-    def solve(self, residual_fn, u0, args, objective_fn=None, direction_fn=None):
-        """Find u with residual_fn(u, args) = 0 starting from u0.
+    def solve(self, problem, u0, args):
+        """Find u with problem.residual(u, args) = 0, starting from u0.
 
-        Args:
-          residual_fn: global function r(u, args) -> (n,).
-          u0: (n,) initial guess.
-          args: pytree passed through to the functions.
-          objective_fn: optional global function Φ(u, u_lag, args) -> () whose gradient in u at
-            u_lag = u is (a positive scaling of) r. When given, the line search asks for
-            sufficient decrease of Φ(·, u_k) instead of ||r||²: this globalizes Newton across
-            the kinks of piecewise-smooth laws (a contact just outside its range has no
-            stiffness in J, and ||r|| along the full step can only grow).
-          direction_fn: optional global function (u, args, damped) with the value of
-            residual_fn, whose Jacobian gives the Newton direction: with damped = 0 the exact
-            one, with damped = 1 a more conservative model, used after an iteration whose full
-            step was rejected by the line search.
+        The line search asks for sufficient decrease of the merit Φ(·; u_k)
+        (`problem.objective`), whose u-gradient at u_k is M r: this globalizes Newton across
+        the kinks of piecewise-smooth laws (a contact just outside its range has no stiffness
+        in J, and |r| along the full step can only grow). Directions come from
+        `problem.direction`: exact, or with the conservative friction model after an
+        iteration whose full step the line search rejected.
 
         Returns:
           u: (n,) the last iterate.
           stats: dict of residual (max |r|), iterations (int), converged (bool), result (int).
         """
-        tol = self.tol if self.tol is not None else default_tol(u0.dtype)
+        tol = base.tolerance(self, u0.dtype)
         steps = 0.5 ** jnp.arange(self.line_search, dtype=u0.dtype)
 
-        def residual_norm(r):
-            return jnp.max(jnp.abs(r))
-
-        def line_search(u, r, direction):
+        def line_search(u, direction):
             trial = u[None, :] + steps[:, None] * direction[None, :]
-            if objective_fn is None:
-                merit = jax.vmap(lambda x: jnp.sum(residual_fn(x, args) ** 2))(trial)
-                merit0, slope = jnp.sum(r * r), -2.0 * jnp.sum(r * r)
-            else:
-                merit0, slope = jax.jvp(lambda x: objective_fn(x, u, args), (u,), (direction,))
-                merit = jax.vmap(objective_fn, in_axes=(0, None, None))(trial, u, args)
+            merit0, slope = jax.jvp(lambda x: problem.objective(x, u, args), (u,), (direction,))
+            merit = jax.vmap(problem.objective, in_axes=(0, None, None))(trial, u, args)
             finite = jnp.isfinite(merit)
             ok = finite & (merit <= merit0 + _ARMIJO * steps * jnp.minimum(slope, 0.0))
             # Near the root the predicted decrease falls below the rounding noise of Φ (sums of
@@ -122,16 +106,52 @@ class Newton:
                              jnp.argmin(jnp.where(finite, merit, jnp.inf)))
             return trial[pick], jnp.any(finite), pick > 0
 
+        def dense_direction(u, damped):
+            r, jac = residual_and_jacobian(
+                lambda x, a: problem.direction(x, a, damped.astype(u.dtype)), u, args)
+            ok = jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(jac))
+            return r, -linear_solve(jac, r), ok
+
+        def krylov_direction(u, damped):
+            grad, hvp = jax.linearize(
+                lambda x: problem.model_gradient(x, u, args, damped.astype(u.dtype)), u)
+            mass = problem.mass(args)
+            inverse = blocks.block_inverse(blocks.gauss_newton_blocks(problem.rows(u, args),
+                                                                      mass))
+            n = mass.shape[0]
+
+            def precond(v):
+                return jnp.einsum("nij,nj->ni", inverse, v.reshape(n, 6)).reshape(-1)
+
+            direction = krylov.SOLVERS[self.linear](hvp, precond, -grad,
+                                                    self.krylov_iterations)
+            r = problem.residual(u, args)
+            return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
+
+        def exact_krylov_direction(u, damped):
+            r, jvp = jax.linearize(
+                lambda x: problem.direction(x, args, damped.astype(u.dtype)), u)
+            mass = problem.mass(args)
+            inverse = blocks.block_inverse(blocks.gauss_newton_blocks(problem.rows(u, args),
+                                                                      mass))
+            n = mass.shape[0]
+            # J = M⁻¹ H, so J⁻¹ ≈ P⁻¹ M with P the Gauss-Newton blocks of H
+            scaled = jnp.einsum("nij,njk->nik", inverse, mass)
+
+            def precond(v):
+                return jnp.einsum("nij,nj->ni", scaled, v.reshape(n, 6)).reshape(-1)
+
+            direction = krylov.bicgstab(jvp, precond, -r, self.krylov_iterations)
+            return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
+
+        find_direction = {"dense": dense_direction, "bicgstab": exact_krylov_direction}.get(
+            self.linear, krylov_direction)
+
         def iteration(carry):
             u, used, done, bad, damped = carry
-            if direction_fn is None:
-                r, jac = residual_and_jacobian(residual_fn, u, args)
-            else:
-                r, jac = residual_and_jacobian(
-                    lambda x, a: direction_fn(x, a, damped.astype(u.dtype)), u, args)
-            finite = jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(jac))
-            stop = done | ~finite | (residual_norm(r) <= tol)
-            u_new, any_finite, shortened = line_search(u, r, -linear_solve(jac, r))
+            r, direction, finite = find_direction(u, damped)
+            stop = done | ~finite | (base.residual_norm(r) <= tol)
+            u_new, any_finite, shortened = line_search(u, direction)
             # a non-finite iterate stops the scene at its last finite one
             bad = bad | (~stop & ~any_finite) | (~done & ~finite)
             stop = stop | bad
@@ -151,11 +171,4 @@ class Newton:
         else:
             (u, used, _, bad, _), _ = jax.lax.scan(lambda c, _: (iteration(c), None), init,
                                                     None, length=self.iterations)
-        r = residual_fn(u, args)
-        res = residual_norm(r)
-        finite = ~bad & jnp.all(jnp.isfinite(r))
-        converged = finite & (res <= tol)
-        result = jnp.where(converged, Result.SUCCESS,
-                           jnp.where(finite, Result.MAX_ITERATIONS, Result.NONFINITE))
-        return u, {"residual": res, "iterations": used, "converged": converged,
-                   "result": result.astype(jnp.int32)}
+        return u, base.report(problem, u, args, tol, used, bad)

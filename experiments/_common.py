@@ -1,0 +1,61 @@
+"""Shared plumbing of the experiment scripts: arguments, provenance, JSON and PNG output.
+
+Every experiment writes `<name>.json` (parameters, measured numbers, provenance) and
+`<name>.png` into `--out-dir` (default `docs/experiments/`, where the docs link them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "docs" / "experiments"
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every experiment shares."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--out-dir", type=pathlib.Path, default=DEFAULT_OUT,
+                   help="where <name>.json and <name>.png are written (default docs/experiments)")
+    p.add_argument("--quick", action="store_true",
+                   help="a reduced run (fewer steps/points) for smoke checks")
+    return p
+
+
+def log(msg: str = "") -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def provenance() -> dict:
+    """Commit, versions and machine of this run."""
+    import jax
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=REPO,
+                                    capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", False
+    return {"commit": commit, "dirty": dirty, "jax": jax.__version__,
+            "python": platform.python_version(), "machine": platform.platform(),
+            "backend": jax.default_backend(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def save(name: str, result: dict, figure, out_dir: pathlib.Path) -> None:
+    """Write result (+ provenance) as <name>.json and the matplotlib figure as <name>.png."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = {"experiment": name, **result, "provenance": provenance()}
+    path = out_dir / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    if figure is not None:
+        figure.savefig(out_dir / f"{name}.png", dpi=110, bbox_inches="tight")
+    log(f"wrote {path} and {name}.png")
+    print(json.dumps(result, indent=2, default=float))

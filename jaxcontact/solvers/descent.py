@@ -1,0 +1,68 @@
+"""Primal descent: block-Jacobi preconditioned gradient descent on Φ (thesis Algorithm 2).
+
+Starting from the free-flight velocities ũ, each iteration takes
+
+    u <- u - α P⁻¹ ∂Φ/∂u,     P = blockdiag_b(M_b + Σ_j c_j G_jbᵀ G_jb)
+
+with P the per-body 6x6 blocks of the Gauss-Newton Hessian (thesis Eq. 115-116, blockwise for
+rigid bodies as in §5.6; contact curvature by Eq. 131, friction by the scalar Eq. 136) rebuilt
+from the constraint rows at every iterate, and a fixed step α (0.5 in the thesis). The cost
+per iteration is one gradient and one row evaluation, and it is insensitive to mass ratios
+(the mass is inverted exactly, blockwise), but it converges slowly when stiffness ratios are
+large (thesis §5.3, Fig. 27 and 31). Iterations are a `lax.scan` with a static count; scenes
+stop changing once max |M⁻¹ ∂Φ/∂u| <= tol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from jaxcontact.solvers import base, blocks
+
+
+@dataclasses.dataclass(frozen=True)
+class Descent:
+    """Primal descent solver (thesis Algorithm 2).
+
+    Attributes:
+      iterations: static number of descent iterations (the thesis uses 15-100).
+      alpha: fixed step length α in (0, 1] (thesis §5.6: 0.5 "sufficient ... for all cases").
+      tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
+        It only stops iterating early; an unconverged step is reported in `StepInfo`.
+      ad: gradient mode, as for `Newton` ("vjp", "jvp", or "unrolled" through the iterations).
+    """
+
+    iterations: int = 50
+    alpha: float = 0.5
+    tol: float | None = None
+    ad: str = "vjp"
+
+    def __post_init__(self):
+        base.check_int(self, "iterations")
+        base.check_positive(self, "alpha", high=1.0)
+        base.check_positive(self, "tol", optional=True)
+        base.check_ad(self)
+
+    def solve(self, problem, u0, args):
+        """Minimize Φ from ũ (thesis Algorithm 2's warm start; u0 is not used)."""
+        del u0
+        tol = base.tolerance(self, problem.start(args).dtype)
+        mass = problem.mass(args)
+        n = mass.shape[0]
+
+        def iteration(carry, _):
+            u, used, done = carry
+            grad = problem.gradient(u, args)
+            residual = blocks.block_solve(mass, grad.reshape(n, 6))
+            done = done | (base.residual_norm(residual) <= tol)
+            precond = blocks.gauss_newton_blocks(problem.rows(u, args), mass)
+            step = blocks.block_solve(precond, grad.reshape(n, 6)).reshape(-1)
+            u_new = u - self.alpha * step
+            return (jnp.where(done, u, u_new), used + jnp.where(done, 0, 1), done), None
+
+        init = (problem.start(args), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        (u, used, _), _ = jax.lax.scan(iteration, init, None, length=self.iterations)
+        return u, base.report(problem, u, args, tol, used)

@@ -1,0 +1,100 @@
+"""Fixed-count preconditioned Krylov solves (thesis §4.6.2, Fig. 15).
+
+Both run a `lax.scan` of a static length, freeze once the residual is below `rtol` times its
+initial value, and guard every division, so a batch under `vmap` runs in lock step and a
+breakdown (a zero or negative curvature) stops the iteration at its last good iterate.
+- `cg`: preconditioned conjugate gradients (A symmetric positive definite).
+- `cr`: preconditioned conjugate residuals: minimizes |b - A x| over the same Krylov space,
+  so its residual decreases monotonically (the thesis's choice for contact systems).
+- `bicgstab`: stabilized bi-conjugate gradients (van der Vorst) for non-symmetric A, two
+  products with A per iteration: the exact, non-symmetric Jacobian of the step.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxcontact.math import safe_div
+
+
+def cg(matvec, precond, b, iterations, rtol=1e-10):
+    """x ≈ A⁻¹ b by preconditioned conjugate gradients (precond applies P ≈ A⁻¹)."""
+    z = precond(b)
+    stop_at = (rtol * jnp.linalg.norm(b)) ** 2
+
+    def body(carry, _):
+        x, r, z, p, rz, done = carry
+        ap = matvec(p)
+        curvature = jnp.dot(p, ap)
+        done = done | (curvature <= 0.0) | (jnp.dot(r, r) <= stop_at)
+        alpha = jnp.where(done, 0.0, safe_div(rz, curvature))
+        x, r = x + alpha * p, r - alpha * ap
+        z_new = precond(r)
+        rz_new = jnp.dot(r, z_new)
+        p_new = z_new + safe_div(rz_new, rz) * p
+        keep = lambda new, old: jnp.where(done, old, new)  # noqa: E731
+        return (x, r, keep(z_new, z), keep(p_new, p), keep(rz_new, rz), done), None
+
+    init = (jnp.zeros_like(b), b, z, z, jnp.dot(b, z), jnp.zeros((), bool))
+    return jax.lax.scan(body, init, None, length=iterations)[0][0]
+
+
+def cr(matvec, precond, b, iterations, rtol=1e-10):
+    """x ≈ A⁻¹ b by preconditioned conjugate residuals (one product with A per iteration)."""
+    z = precond(b)
+    az = matvec(z)
+    stop_at = (rtol * jnp.linalg.norm(b)) ** 2
+
+    def body(carry, _):
+        x, r, z, az, p, ap, zaz, done = carry
+        q = precond(ap)
+        denom = jnp.dot(ap, q)
+        done = done | (denom <= 0.0) | (jnp.dot(r, r) <= stop_at)
+        alpha = jnp.where(done, 0.0, safe_div(zaz, denom))
+        x, r = x + alpha * p, r - alpha * ap
+        z_new = z - alpha * q
+        az_new = matvec(z_new)
+        zaz_new = jnp.dot(z_new, az_new)
+        beta = safe_div(zaz_new, zaz)
+        keep = lambda new, old: jnp.where(done, old, new)  # noqa: E731
+        return (x, r, keep(z_new, z), keep(az_new, az), keep(z_new + beta * p, p),
+                keep(az_new + beta * ap, ap), keep(zaz_new, zaz), done), None
+
+    init = (jnp.zeros_like(b), b, z, az, z, az, jnp.dot(z, az), jnp.zeros((), bool))
+    return jax.lax.scan(body, init, None, length=iterations)[0][0]
+
+
+def bicgstab(matvec, precond, b, iterations, rtol=1e-10):
+    """x ≈ A⁻¹ b by right-preconditioned BiCGSTAB (A need not be symmetric)."""
+    stop_at = (rtol * jnp.linalg.norm(b)) ** 2
+    one = jnp.ones((), b.dtype)
+
+    def body(carry, _):
+        x, r, p, v, rho, alpha, omega, done = carry
+        shadow = b  # the fixed shadow residual r̂ = r0 = b (x0 = 0)
+        rho_new = jnp.dot(shadow, r)
+        done = done | (jnp.dot(r, r) <= stop_at) | (rho_new == 0.0)
+        beta = safe_div(rho_new, rho) * safe_div(alpha, omega)
+        p_new = r + beta * (p - omega * v)
+        y = precond(p_new)
+        v_new = matvec(y)
+        alpha_new = safe_div(rho_new, jnp.dot(shadow, v_new))
+        s = r - alpha_new * v_new
+        z = precond(s)
+        t = matvec(z)
+        omega_new = safe_div(jnp.dot(t, s), jnp.dot(t, t))
+        x_new = x + alpha_new * y + omega_new * z
+        r_new = s - omega_new * t
+        ok = ~done & jnp.all(jnp.isfinite(x_new))
+        keep = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
+        return (keep(x_new, x), keep(r_new, r), keep(p_new, p), keep(v_new, v),
+                keep(rho_new, rho), keep(alpha_new, alpha), keep(omega_new, omega),
+                done | ~ok), None
+
+    zero = jnp.zeros_like(b)
+    init = (zero, b, zero, zero, one, one, one, jnp.zeros((), bool))
+    return jax.lax.scan(body, init, None, length=iterations)[0][0]
+
+
+SOLVERS = {"cg": cg, "cr": cr, "bicgstab": bicgstab}
