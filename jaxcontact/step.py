@@ -14,7 +14,9 @@ import jax.numpy as jnp
 from jaxcontact import dynamics
 from jaxcontact.models.geometry import contact_frame
 from jaxcontact.solvers import check_solver
-from jaxcontact.solvers.implicit import implicit_solution
+from jaxcontact.solvers.base import matrix_free_adjoint
+from jaxcontact.solvers.blocks import jacobian_preconditioner
+from jaxcontact.solvers.implicit import MatrixFree, implicit_solution
 from jaxcontact.types import Control, Model, State, StepInfo
 
 
@@ -24,6 +26,11 @@ def _check_control(model: Model, control: Control):
         got = jnp.shape(getattr(control, name))
         if got != shape:
             raise ValueError(f"control.{name} must have shape {shape}, got {got}")
+
+
+def _preconditioner(u, args, transpose):
+    """Block-Jacobi preconditioner of the step's Jacobian for matrix-free implicit gradients."""
+    return jacobian_preconditioner(dynamics.PROBLEM, u, args, transpose)
 
 
 def step(model: Model, state: State, control: Control | None = None):
@@ -51,7 +58,9 @@ def step(model: Model, state: State, control: Control | None = None):
         else:
             u, stats = solver.solve(dynamics.PROBLEM, jax.lax.stop_gradient(u_prev),
                                     jax.lax.stop_gradient(args))
-            u = implicit_solution(dynamics.residual, u, args, solver.ad)
+            linear = (MatrixFree(_preconditioner) if matrix_free_adjoint(solver, u.shape[0])
+                      else None)
+            u = implicit_solution(dynamics.residual, u, args, solver.ad, linear)
     new_state = dynamics.advance(model, state, u)
     gap = jax.lax.stop_gradient(contact_frame(model, new_state.pos, new_state.quat).gap)
     info = StepInfo(

@@ -95,6 +95,13 @@ def test_implicit_gradient_is_the_same_whichever_solver_converged(name, referenc
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("ad", ["vjp", "jvp"])
+def test_matrix_free_adjoint_matches_the_dense_one(ad, reference_grad):
+    grad = _loss_grad(jc.Newton(ad=ad, adjoint="krylov"))
+    for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
 def test_unconverged_descent_is_reported_and_its_gradient_differs(reference_grad):
     model, state = _scene(jc.Descent(iterations=3))
     _, _, info = _rollout(model, state)
@@ -238,6 +245,7 @@ def test_dual_projection_onto_the_cone():
     (jc.Newton, {"linear": "gmres"}, "linear"),
     (jc.Newton, {"krylov_iterations": 0}, "krylov_iterations"),
     (jc.Dual, {"ad": "fd"}, "ad"),
+    (jc.Descent, {"adjoint": "lu"}, "adjoint"),
 ])
 def test_bad_solver_settings_name_the_argument(cls, kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -53,6 +53,20 @@ def check_choice(solver, name, choices):
 
 def check_ad(solver):
     check_choice(solver, "ad", AD_MODES)
+    check_choice(solver, "adjoint", ADJOINTS)
+
+
+ADJOINTS = ("auto", "dense", "krylov")
+# Above this many unknowns (64 bodies) "auto" solves the implicit systems matrix-free.
+DENSE_ADJOINT_MAX = 384
+
+
+def matrix_free_adjoint(solver, n: int) -> bool:
+    """Whether the implicit-gradient systems of a solve with n unknowns are solved by Krylov
+    iterations: `adjoint="krylov"`, or "auto" for matrix-free Newton and for n > 384."""
+    if solver.adjoint == "auto":
+        return getattr(solver, "linear", "dense") != "dense" or n > DENSE_ADJOINT_MAX
+    return solver.adjoint == "krylov"
 
 
 def tolerance(solver, dtype) -> float:

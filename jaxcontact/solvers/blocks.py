@@ -66,3 +66,21 @@ def effective_mass(rows, inv_mass, split):
     w_a = jnp.einsum("ri,rij,rj->r", rows.jac_a, inv_a, rows.jac_a)
     w_b = jnp.einsum("ri,rij,rj->r", rows.jac_b, inv_b, rows.jac_b)
     return w_a + w_b
+
+
+def jacobian_preconditioner(problem, u, args, transpose=False):
+    """v ↦ P v with P ≈ J⁻¹ for the step's residual Jacobian J = M⁻¹ H at u (or ≈ J⁻ᵀ).
+
+    H's block diagonal is approximated by the Gauss-Newton blocks B (mass, contact, friction
+    and spring curvatures), so J⁻¹ ≈ B⁻¹ M and J⁻ᵀ ≈ M B⁻¹, both block diagonal.
+    """
+    mass = problem.mass(args)
+    inverse = block_inverse(gauss_newton_blocks(problem.rows(u, args), mass))
+    n = mass.shape[0]
+    blocks = (jnp.einsum("nij,njk->nik", mass, inverse) if transpose
+              else jnp.einsum("nij,njk->nik", inverse, mass))
+
+    def apply(v):
+        return jnp.einsum("nij,nj->ni", blocks, v.reshape(n, 6)).reshape(-1)
+
+    return apply

@@ -39,6 +39,10 @@ class Descent:
     alpha: float = 0.5
     tol: float | None = None
     ad: str = "vjp"
+    adjoint: str = "auto"
+    """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
+    "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
+    n x n matrix), or "auto": krylov for matrix-free Newton and above 384 unknowns."""
 
     def __post_init__(self):
         base.check_int(self, "iterations")

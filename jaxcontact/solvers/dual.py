@@ -96,6 +96,10 @@ class Dual:
     mass_splitting: bool = True
     tol: float | None = None
     ad: str = "vjp"
+    adjoint: str = "auto"
+    """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
+    "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
+    n x n matrix), or "auto": krylov for matrix-free Newton and above 384 unknowns."""
     quadratic_rows = True  # needs the linear normal law and huber/linear friction
 
     def __post_init__(self):

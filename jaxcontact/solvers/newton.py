@@ -44,6 +44,10 @@ class Newton:
     tol: float | None = None
     line_search: int = 8
     ad: str = "vjp"
+    adjoint: str = "auto"
+    """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
+    "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
+    n x n matrix), or "auto": krylov for matrix-free Newton and above 384 unknowns."""
     linear: str = "dense"
     """How each Newton direction is solved. "dense": the exact Jacobian, built by forward mode
     and eliminated (quadratic convergence; cost O(n³), for up to a few dozen bodies).
@@ -131,16 +135,7 @@ class Newton:
         def exact_krylov_direction(u, damped):
             r, jvp = jax.linearize(
                 lambda x: problem.direction(x, args, damped.astype(u.dtype)), u)
-            mass = problem.mass(args)
-            inverse = blocks.block_inverse(blocks.gauss_newton_blocks(problem.rows(u, args),
-                                                                      mass))
-            n = mass.shape[0]
-            # J = M⁻¹ H, so J⁻¹ ≈ P⁻¹ M with P the Gauss-Newton blocks of H
-            scaled = jnp.einsum("nij,njk->nik", inverse, mass)
-
-            def precond(v):
-                return jnp.einsum("nij,nj->ni", scaled, v.reshape(n, 6)).reshape(-1)
-
+            precond = blocks.jacobian_preconditioner(problem, u, args)
             direction = krylov.bicgstab(jvp, precond, -r, self.krylov_iterations)
             return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
 
