@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 from jaxcontact.solvers import base, blocks
@@ -39,6 +38,9 @@ class Descent:
     alpha: float = 0.5
     tol: float | None = None
     ad: str = "vjp"
+    early_exit: bool = False
+    """Stop once every scene of the (vmapped) batch has converged (a bounded `while_loop`)
+    instead of always running `iterations` masked iterations; see `Newton.early_exit`."""
     adjoint: str = "auto"
     """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
     "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
@@ -49,6 +51,7 @@ class Descent:
         base.check_positive(self, "alpha", high=1.0)
         base.check_positive(self, "tol", optional=True)
         base.check_ad(self)
+        base.check_bool(self, "early_exit")
 
     def solve(self, problem, u0, args):
         """Minimize Φ from ũ (thesis Algorithm 2's warm start; u0 is not used)."""
@@ -57,7 +60,7 @@ class Descent:
         mass = problem.mass(args)
         n = mass.shape[0]
 
-        def iteration(carry, _):
+        def iteration(carry):
             u, used, done = carry
             grad = problem.gradient(u, args)
             residual = blocks.block_solve(mass, grad.reshape(n, 6))
@@ -65,8 +68,9 @@ class Descent:
             precond = blocks.gauss_newton_blocks(problem.rows(u, args), mass)
             step = blocks.block_solve(precond, grad.reshape(n, 6)).reshape(-1)
             u_new = u - self.alpha * step
-            return (jnp.where(done, u, u_new), used + jnp.where(done, 0, 1), done), None
+            return jnp.where(done, u, u_new), used + jnp.where(done, 0, 1), done
 
         init = (problem.start(args), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        (u, used, _), _ = jax.lax.scan(iteration, init, None, length=self.iterations)
+        u, used, _ = base.iterate(iteration, init, self.iterations, self.early_exit,
+                                  lambda carry: carry[2])
         return u, base.report(problem, u, args, tol, used)

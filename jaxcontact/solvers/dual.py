@@ -96,6 +96,9 @@ class Dual:
     mass_splitting: bool = True
     tol: float | None = None
     ad: str = "vjp"
+    early_exit: bool = False
+    """Stop once every scene of the (vmapped) batch has converged (a bounded `while_loop`)
+    instead of always running `iterations` masked iterations; see `Newton.early_exit`."""
     adjoint: str = "auto"
     """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
     "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
@@ -106,8 +109,8 @@ class Dual:
         base.check_int(self, "iterations")
         base.check_positive(self, "alpha", high=1.0)
         base.check_choice(self, "update", UPDATES)
-        if not isinstance(self.mass_splitting, bool):
-            raise ValueError(f"mass_splitting must be a bool, got {self.mass_splitting!r}")
+        base.check_bool(self, "mass_splitting")
+        base.check_bool(self, "early_exit")
         base.check_positive(self, "tol", optional=True)
         base.check_ad(self)
 
@@ -124,7 +127,7 @@ class Dual:
             impulse = blocks.transpose_apply(rows, lam, n)
             return jnp.einsum("nij,nj->ni", inv_mass, impulse).reshape(-1)
 
-        def iteration(carry, _):
+        def iteration(carry):
             u, lam, used, done = carry
             done = done | (base.residual_norm(problem.residual(u, args)) <= tol)
             rows = problem.rows(u, args)
@@ -139,11 +142,11 @@ class Dual:
             else:
                 u_new = u_free + impulse_velocity(rows, lam_new)
             keep = lambda new, old: jnp.where(done, old, new)  # noqa: E731
-            return (keep(u_new, u), keep(lam_new, lam), used + jnp.where(done, 0, 1),
-                    done), None
+            return keep(u_new, u), keep(lam_new, lam), used + jnp.where(done, 0, 1), done
 
         rows0 = jax.eval_shape(problem.rows, u_free, args)
         init = (u_free, jnp.zeros(rows0.error.shape, u_free.dtype), jnp.zeros((), jnp.int32),
                 jnp.zeros((), bool))
-        (u, _, used, _), _ = jax.lax.scan(iteration, init, None, length=self.iterations)
+        u, _, used, _ = base.iterate(iteration, init, self.iterations, self.early_exit,
+                                     lambda carry: carry[3])
         return u, base.report(problem, u, args, tol, used)

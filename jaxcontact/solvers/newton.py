@@ -73,8 +73,7 @@ class Newton:
         base.check_int(self, "krylov_iterations")
         base.check_positive(self, "tol", optional=True)
         base.check_choice(self, "linear", LINEAR_SOLVERS)
-        if not isinstance(self.early_exit, bool):
-            raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
+        base.check_bool(self, "early_exit")
         base.check_ad(self)
 
     def solve(self, problem, u0, args):
@@ -155,15 +154,6 @@ class Newton:
 
         false = jnp.zeros((), bool)
         init = (u0, jnp.zeros((), jnp.int32), false, false, false)
-        if self.early_exit:
-            def cond(carry):
-                return ~carry[0][2] & (carry[1] < self.iterations)
-
-            def body(carry):
-                return iteration(carry[0]), carry[1] + 1
-
-            (u, used, _, bad, _), _ = jax.lax.while_loop(cond, body, (init, 0))
-        else:
-            (u, used, _, bad, _), _ = jax.lax.scan(lambda c, _: (iteration(c), None), init,
-                                                    None, length=self.iterations)
+        u, used, _, bad, _ = base.iterate(iteration, init, self.iterations, self.early_exit,
+                                          lambda carry: carry[2])
         return u, base.report(problem, u, args, tol, used, bad)
