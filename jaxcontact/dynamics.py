@@ -148,8 +148,7 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
     bound = ctx.friction * f_n
 
     def dissipation(z):
-        return laws.friction_dissipation(z, bound, params.friction, params.friction_stiffness,
-                                         params.friction_eps, ctx.stiffness * model.dt)
+        return _friction_law(params, model.dt)(z, bound, ctx.stiffness)
 
     z = jnp.sum(slip * slip, axis=-1)
     friction = dissipation(z)

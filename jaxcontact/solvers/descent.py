@@ -31,7 +31,8 @@ class Descent:
       alpha: fixed step length α in (0, 1] (thesis §5.6: 0.5 "sufficient ... for all cases").
       tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
         It only stops iterating early; an unconverged step is reported in `StepInfo`.
-      ad: gradient mode, as for `Newton` ("vjp", "jvp", or "unrolled" through the iterations).
+      ad, adjoint, early_exit: gradient mode ("vjp", "jvp", or "unrolled" through the
+        iterations), implicit linear solve and early stop of the forward loop, as for `Newton`.
     """
 
     iterations: int = 50
@@ -39,12 +40,7 @@ class Descent:
     tol: float | None = None
     ad: str = "vjp"
     early_exit: bool = False
-    """Stop once every scene of the (vmapped) batch has converged (a bounded `while_loop`)
-    instead of always running `iterations` masked iterations; see `Newton.early_exit`."""
     adjoint: str = "auto"
-    """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
-    "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
-    n x n matrix), or "auto": krylov for matrix-free Newton and above 384 unknowns."""
 
     def __post_init__(self):
         base.check_int(self, "iterations")

@@ -87,7 +87,8 @@ class Dual:
         thesis's fast projection; see the module docstring).
       mass_splitting: divide each body's mass among its active constraints (Jacobi safety).
       tol: residual tolerance on max |M⁻¹ ∂Φ/∂u| (m/s), as for the other solvers.
-      ad: gradient mode, as for `Newton`.
+      ad, adjoint, early_exit: gradient mode, implicit linear solve and early stop of the
+        forward loop, as for `Newton`.
     """
 
     iterations: int = 50
@@ -97,12 +98,7 @@ class Dual:
     tol: float | None = None
     ad: str = "vjp"
     early_exit: bool = False
-    """Stop once every scene of the (vmapped) batch has converged (a bounded `while_loop`)
-    instead of always running `iterations` masked iterations; see `Newton.early_exit`."""
     adjoint: str = "auto"
-    """How the implicit-gradient systems J λ = ū are solved: "dense" (LU of the exact J),
-    "krylov" (BiCGSTAB with Jacobian-vector products and a block-Jacobi preconditioner: no
-    n x n matrix), or "auto": krylov for matrix-free Newton and above 384 unknowns."""
     quadratic_rows = True  # needs the linear normal law and huber/linear friction
 
     def __post_init__(self):
