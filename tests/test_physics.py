@@ -23,7 +23,7 @@ CHUNK = 100  # steps per compiled call: scenes of one structure share one progra
 # (matrix-free Newton takes Newton's iterates exactly: tests/test_solvers.py checks it)
 SOLVERS = {"newton": jc.Newton(),
            "descent": jc.Descent(iterations=1000, tol=1e-8, early_exit=True),
-           "dual": jc.Dual(iterations=2000, tol=1e-8, early_exit=True)}
+           "dual": jc.Dual(iterations=2000, update="exact", tol=1e-8, early_exit=True)}
 
 
 @pytest.fixture(params=list(SOLVERS), ids=list(SOLVERS))

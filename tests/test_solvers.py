@@ -25,7 +25,7 @@ SOLVERS = {
     "newton_cg": jc.Newton(linear="cg", iterations=40),
     "newton_cr": jc.Newton(linear="cr", iterations=40),
     "descent": jc.Descent(iterations=400),
-    "dual": jc.Dual(iterations=600),
+    "dual": jc.Dual(iterations=600, update="exact"),
 }
 
 

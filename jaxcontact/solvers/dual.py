@@ -83,8 +83,9 @@ class Dual:
     Attributes:
       iterations: static number of Jacobi sweeps.
       alpha: step length α in (0, 1] (with mass splitting, 1 is stable).
-      update: "exact" (default: converges to the primal solution) or "incremental" (the
-        thesis's fast projection; see the module docstring).
+      update: "incremental" (default: the thesis's fast projection, XPBD's update; stays
+        finite where "exact" diverges, e.g. a 1e4:1 pendulum) or "exact" (its fixed point is
+        the primal solution, so it can converge to tol; see the module docstring).
       mass_splitting: divide each body's mass among its active constraints (Jacobi safety).
       tol: residual tolerance on max |M⁻¹ ∂Φ/∂u| (m/s), as for the other solvers.
       ad, adjoint, early_exit: gradient mode, implicit linear solve and early stop of the
@@ -93,7 +94,7 @@ class Dual:
 
     iterations: int = 50
     alpha: float = 1.0
-    update: str = "exact"
+    update: str = "incremental"
     mass_splitting: bool = True
     tol: float | None = None
     ad: str = "vjp"
