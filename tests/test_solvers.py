@@ -246,6 +246,7 @@ def test_dual_projection_onto_the_cone():
     (jc.Newton, {"krylov_iterations": 0}, "krylov_iterations"),
     (jc.Dual, {"ad": "fd"}, "ad"),
     (jc.Descent, {"adjoint": "lu"}, "adjoint"),
+    (jc.Descent, {"preconditioner": "jacobi"}, "preconditioner"),
 ])
 def test_bad_solver_settings_name_the_argument(cls, kwargs, name):
     with pytest.raises(ValueError, match=name):

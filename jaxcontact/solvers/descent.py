@@ -22,6 +22,9 @@ import jax.numpy as jnp
 from jaxcontact.solvers import base, blocks
 
 
+PRECONDITIONERS = ("block", "diagonal")
+
+
 @dataclasses.dataclass(frozen=True)
 class Descent:
     """Primal descent solver (thesis Algorithm 2).
@@ -29,6 +32,10 @@ class Descent:
     Attributes:
       iterations: static number of descent iterations (the thesis uses 15-100).
       alpha: fixed step length α in (0, 1] (thesis §5.6: 0.5 "sufficient ... for all cases").
+      preconditioner: "block" (default): each body's full 6x6 Gauss-Newton block, inverted
+        blockwise as §5.6 does for rigid bodies; "diagonal": its diagonal only, the per-DOF
+        Jacobi preconditioner of Eq. 116 / Algorithm 2, which ignores the coupling of a body's
+        own degrees of freedom (and so, e.g., between a contact's normal and friction rows).
       tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
         It only stops iterating early; an unconverged step is reported in `StepInfo`.
       ad, adjoint, early_exit: gradient mode ("vjp", "jvp", or "unrolled" through the
@@ -37,6 +44,7 @@ class Descent:
 
     iterations: int = 50
     alpha: float = 0.5
+    preconditioner: str = "block"
     tol: float | None = None
     ad: str = "vjp"
     early_exit: bool = False
@@ -45,6 +53,7 @@ class Descent:
     def __post_init__(self):
         base.check_int(self, "iterations")
         base.check_positive(self, "alpha", high=1.0)
+        base.check_choice(self, "preconditioner", PRECONDITIONERS)
         base.check_positive(self, "tol", optional=True)
         base.check_ad(self)
         base.check_bool(self, "early_exit")
@@ -62,6 +71,8 @@ class Descent:
             residual = blocks.block_solve(mass, grad.reshape(n, 6))
             done = done | (base.residual_norm(residual) <= tol)
             precond = blocks.gauss_newton_blocks(problem.rows(u, args), mass)
+            if self.preconditioner == "diagonal":
+                precond = precond * jnp.eye(6, dtype=precond.dtype)[None]
             step = blocks.block_solve(precond, grad.reshape(n, 6)).reshape(-1)
             u_new = u - self.alpha * step
             return jnp.where(done, u, u_new), used + jnp.where(done, 0, 1), done
