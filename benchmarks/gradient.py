@@ -27,13 +27,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 
@@ -46,8 +42,10 @@ import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_HARNESS = REPO.parent / "shared" / "bench" / "mjx_anchor.py"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import (DEFAULT_HARNESS, best_of_interleaved, jax_provenance, log,  # noqa: E402
+                     run_subprocess, timed_compile, write_results)
+
 G = 9.81
 DT = 0.002
 MU = 0.5
@@ -55,90 +53,13 @@ BOUNCE_TARGET = (1.0, 0.0, 0.05)
 BOUNCE_POINTS = ((1.0, 0.0), (1.5, 1.0), (0.5, 2.0))
 
 
-def log(msg=""):
-    print(msg, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# provenance and subprocess helpers
-
-
-def _git(*args):
-    try:
-        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
-        return out.stdout if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def provenance():
-    head = _git("rev-parse", "HEAD")
-    diff = _git("diff", "HEAD", "--", "jaxcontact")
-    return {
-        "git_head": head.strip() if head else None,
-        "jaxcontact_dirty": bool(diff) if diff is not None else None,
-        "jaxcontact_diff_sha1": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else None,
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "xla_flags_env": os.environ.get("XLA_FLAGS"),
-        "loadavg_start": list(os.getloadavg()),
-        "time_start": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-
-
 def run_harness(cmd, what):
     """Run the MJX harness; its last JSON line on stdout, or a dict with the error."""
-    cmd = [str(c) for c in cmd]
-    log(f"[{what}] {' '.join(cmd)}")
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        return {"error": f"exit status {proc.returncode}", "stderr_tail": proc.stderr[-2000:],
-                "wall_s": wall}
-    for line in reversed(proc.stdout.strip().splitlines()):
-        if line.strip().startswith("{"):
-            try:
-                out = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            out["wall_s"] = wall
-            return out
-    return {"error": "no JSON on stdout", "stdout_tail": proc.stdout[-2000:], "wall_s": wall}
+    return run_subprocess(cmd, what, stream_stderr=False)
 
 
 # --------------------------------------------------------------------------------------------
-# measurement helpers
-
-
-def timed_compile(fn, *args):
-    """AOT-compile a jitted function; returns (compiled, seconds)."""
-    t0 = time.perf_counter()
-    compiled = fn.lower(*args).compile()
-    return compiled, time.perf_counter() - t0
-
-
-def best_of_interleaved(fns, arg, repeats=3, min_time_s=2.0, max_rounds=100):
-    """Best wall time of each function, timed in interleaved rounds after one warm-up call each.
-
-    At least `repeats` rounds, and more (up to `max_rounds`) until `min_time_s` has passed:
-    runs of ~0.1 s on a shared 2-core machine need more than 3 samples for a stable minimum,
-    and interleaving keeps load changes from biasing one function against another.
-    Returns ({name: best seconds}, rounds).
-    """
-    for fn in fns.values():
-        jax.block_until_ready(fn(arg))
-    best = {name: math.inf for name in fns}
-    start, rounds = time.perf_counter(), 0
-    while rounds < repeats or (time.perf_counter() - start < min_time_s and rounds < max_rounds):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn(arg))
-            best[name] = min(best[name], time.perf_counter() - t0)
-        rounds += 1
-    return best, rounds
+# measurement helpers (timed_compile, best_of_interleaved: _common.py)
 
 
 def temp_bytes(compiled):
@@ -512,7 +433,7 @@ def main(argv=None):
     doc = {"benchmark": "gradient", "dtype": "float64",
            "config": {k: (str(v) if isinstance(v, pathlib.Path) else v)
                       for k, v in vars(args).items()},
-           "provenance": provenance()}
+           "provenance": jax_provenance()}
     doc["sphere_slide"] = sphere_slide(args)
     doc["grad_bounce"] = grad_bounce(args)
     if not args.skip_mjx:
@@ -531,13 +452,7 @@ def main(argv=None):
     doc["provenance"]["loadavg_end"] = list(os.getloadavg())
     doc["total_wall_s"] = time.perf_counter() - t0
 
-    out_dir = REPO / "results"
-    out_dir.mkdir(exist_ok=True)
-    out_path = out_dir / f"{args.name}.json"
-    doc["output"] = str(out_path)
-    text = json.dumps(doc, indent=2)
-    out_path.write_text(text + "\n")
-    print(text)
+    write_results(doc, args.name)
     print_summary(doc)
 
 

@@ -8,7 +8,14 @@ is shared). For every batch size and dtype it reports:
   compile_s       lower + compile of the jitted batched rollout (AOT, no execution)
   first_call_s    compile_s + the first execution: same definition as the harness's mjx_compile_s
   steps_per_s     B * steps / best wall time of the compiled call (block_until_ready)
-  sanity          mean final z (should be ~0.05), fraction of converged steps, Newton iterations
+  sanity          mean final z (should be ~0.05), fraction of converged steps, solver iterations
+                  (`newton_iterations_*`: the iterations of whichever `--solver` ran)
+
+`--solver` picks the solver (newton: dense jc.Newton, the default; newton_bicgstab:
+jc.Newton(linear="bicgstab"); descent: jc.Descent; dual: jc.Dual), `--solver-iterations` its
+iteration count (library default otherwise); both are recorded in the JSON (`config`, and
+each dtype's `solver` settings). The MJX anchors run the same way whatever the solver, so the
+ratio jaxcontact/MJX of every solver comes from one run.
 
 Timing: the first execution after compilation counts as one of the `--repeats` runs; further runs
 are skipped once a single run took longer than `--max-repeat-s` (long runs vary little, and a
@@ -28,60 +35,41 @@ Usage:
     python benchmarks/throughput.py                 # full run (slow at B=4096)
     python benchmarks/throughput.py --quick         # B = 1, 64 and 100 steps: smoke test
     python benchmarks/throughput.py --solver-iterations 6 --early-exit --name tp_ee6
+    python benchmarks/throughput.py --solver dual --batch 1024 --dtypes float32 \
+        --skip-mjx-default                          # -> results/throughput_dual.json
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_HARNESS = REPO.parent / "shared" / "bench" / "mjx_anchor.py"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import DEFAULT_HARNESS, log, provenance, run_subprocess, write_results  # noqa: E402
+
 DTYPES = ("float32", "float64")
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# provenance
-
-
-def _git(*args):
-    try:
-        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
-        return out.stdout if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def provenance():
-    """Where the numbers come from: commit, local changes to the library, machine, load."""
-    head = _git("rev-parse", "HEAD")
-    diff = _git("diff", "HEAD", "--", "jaxcontact")
-    return {
-        "git_head": head.strip() if head else None,
-        "jaxcontact_dirty": bool(diff) if diff is not None else None,
-        "jaxcontact_diff_sha1": hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else None,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "loadavg_start": list(os.getloadavg()),
-        "time_start": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
+SOLVERS = ("newton", "newton_bicgstab", "descent", "dual")
 
 
 # --------------------------------------------------------------------------------------------
 # worker: one dtype, all batch sizes (runs in its own process)
+
+
+def make_solver(jc, name, iterations=None, early_exit=False):
+    """The `--solver` choice (SOLVERS) as a jaxcontact solver; library defaults for what is not
+    given (tol: 3e-4 m/s in float32, 1e-10 in float64)."""
+    kw = {"early_exit": early_exit}
+    if iterations is not None:
+        kw["iterations"] = iterations
+    if name == "newton_bicgstab":
+        kw["linear"] = "bicgstab"
+    return {"newton": jc.Newton, "newton_bicgstab": jc.Newton, "descent": jc.Descent,
+            "dual": jc.Dual}[name](**kw)
 
 
 def box_drop_scene(dtype, solver):
@@ -117,10 +105,7 @@ def run_worker(args):
     import jaxcontact as jc
 
     dtype = jnp.dtype(args.worker)
-    solver_kw = {"early_exit": args.early_exit}
-    if args.solver_iterations is not None:
-        solver_kw["iterations"] = args.solver_iterations
-    solver = jc.Newton(**solver_kw)
+    solver = make_solver(jc, args.solver, args.solver_iterations, args.early_exit)
     model, state = box_drop_scene(dtype, solver)
     steps = args.steps
     assert model.geom.size.dtype == dtype, (model.geom.size.dtype, dtype)
@@ -192,69 +177,6 @@ def run_worker(args):
 # driver
 
 
-def _cpu_ticks(pid):
-    """CPU time (user + system, clock ticks) of process `pid` so far, None if unreadable."""
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def run_subprocess(cmd, what, timeout=None, hang_s=None, stream_stderr=True, env=None):
-    """Run `cmd`, parse the last stdout line that is a JSON object; errors become a dict.
-
-    Watchdog: XLA's CPU runtime has been seen to wedge on this machine (every thread parked on
-    a futex inside block_until_ready, no CPU used, forever: observed twice in the MJX harness
-    at large batches). A child whose CPU time has not advanced for `hang_s` seconds is killed
-    and reported as hung; `timeout` bounds the total wall time.
-    """
-    cmd = [str(c) for c in cmd]
-    log(f"[{what}] {' '.join(cmd)}")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                            stderr=None if stream_stderr else subprocess.PIPE, text=True,
-                            env=env)
-    prev_ticks, last_progress = None, time.perf_counter()
-    while True:
-        try:
-            stdout, stderr = proc.communicate(timeout=10)
-            break
-        except subprocess.TimeoutExpired:
-            now = time.perf_counter()
-            ticks = _cpu_ticks(proc.pid)
-            # progress: at least 0.1 s of CPU over the last ~10 s poll (a wedged runtime still
-            # ticks now and then, a working one uses about 10 s per poll per busy core)
-            if ticks is None or prev_ticks is None or ticks - prev_ticks >= 10:
-                last_progress = now
-            prev_ticks = ticks
-            reason = None
-            if timeout is not None and now - t0 > timeout:
-                reason = f"timed out after {timeout:.0f} s"
-            elif hang_s is not None and now - last_progress > hang_s:
-                reason = f"hung: no CPU time used for {now - last_progress:.0f} s"
-            if reason:
-                proc.kill()
-                proc.communicate()
-                log(f"[{what}] killed: {reason}")
-                return {"error": reason, "timed_out": True, "wall_s": now - t0}
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        tail = (stderr or "")[-2000:] if not stream_stderr else "(see stderr above)"
-        return {"error": f"exit status {proc.returncode}", "stderr_tail": tail,
-                "wall_s": wall}
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            out["wall_s"] = wall
-            return out
-    return {"error": "no JSON on stdout", "stdout_tail": stdout[-2000:], "wall_s": wall}
-
-
 def worker_command(args, dtype):
     cmd = [sys.executable, pathlib.Path(__file__).resolve(), "--worker", dtype,
            "--batch", *args.batch, "--steps", args.steps, "--repeats", args.repeats,
@@ -263,6 +185,7 @@ def worker_command(args, dtype):
         cmd += ["--solver-iterations", args.solver_iterations]
     if args.early_exit:
         cmd += ["--early-exit"]
+    cmd += ["--solver", args.solver]
     return cmd
 
 
@@ -381,9 +304,14 @@ def main(argv=None):
     p.add_argument("--min-time-s", type=float, default=2.0,
                    help="short runs: keep repeating until this much run time is sampled")
     p.add_argument("--max-runs", type=int, default=50, help=argparse.SUPPRESS)
+    p.add_argument("--solver", choices=SOLVERS, default="newton",
+                   help="newton: jc.Newton() (dense, default); newton_bicgstab: "
+                        "jc.Newton(linear='bicgstab'); descent: jc.Descent(); dual: jc.Dual()")
     p.add_argument("--solver-iterations", type=int, default=None,
-                   help="jc.Newton(iterations=...); default: the library's default")
-    p.add_argument("--early-exit", action="store_true", help="jc.Newton(early_exit=True)")
+                   help="iterations=... of the --solver; default: the library's default "
+                        "(Newton 12, Descent 50, Dual 50)")
+    p.add_argument("--early-exit", action="store_true",
+                   help="early_exit=True for the --solver (a bounded while_loop)")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: batches 1 and 64, 100 steps")
     p.add_argument("--harness", type=pathlib.Path, default=DEFAULT_HARNESS,
@@ -405,7 +333,9 @@ def main(argv=None):
     p.add_argument("--jaxcontact-from", type=pathlib.Path, default=None,
                    help="reuse the jaxcontact numbers of a previous results JSON and only run "
                         "the MJX anchors (re-anchoring without the slow part)")
-    p.add_argument("--name", default="throughput", help="results/<name>.json")
+    p.add_argument("--name", default=None,
+                   help="results/<name>.json (default: throughput, or throughput_<solver> for "
+                        "a --solver other than newton)")
     p.add_argument("--worker", choices=DTYPES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
@@ -413,20 +343,27 @@ def main(argv=None):
     if args.steps < 1 or args.repeats < 1 or any(b < 1 for b in args.batch):
         p.error("--steps, --repeats and --batch must be positive")
 
+    if args.name is None:
+        args.name = "throughput" if args.solver == "newton" else f"throughput_{args.solver}"
+
     if args.worker:
         run_worker(args)
         return
 
     t_start = time.perf_counter()
-    solver_label = (f"Newton(iterations={args.solver_iterations or 'default'}, "
-                    f"early_exit={args.early_exit})")
+    newton = args.solver.startswith("newton")
+    parts = (["linear=bicgstab"] if args.solver == "newton_bicgstab" else []) + [
+        f"iterations={args.solver_iterations or 'default'}", f"early_exit={args.early_exit}"]
+    solver_label = (f"{'Newton' if newton else args.solver.capitalize()}"
+                    f"({', '.join(parts)})")
     doc = {
         "benchmark": "throughput",
         "scene": "box_drop",
         "config": {"batch": args.batch, "dtypes": args.dtypes, "steps": args.steps,
                    "repeats": args.repeats, "max_repeat_s": args.max_repeat_s,
                    "min_time_s": args.min_time_s,
-                   "solver_iterations": args.solver_iterations, "early_exit": args.early_exit,
+                   "solver": args.solver, "solver_iterations": args.solver_iterations,
+                   "early_exit": args.early_exit,
                    "solver_label": solver_label, "quick": args.quick,
                    "harness": str(args.harness), "mjx_xla_flags": args.mjx_xla_flags,
                    "xla_flags_env": os.environ.get("XLA_FLAGS")},
@@ -435,9 +372,11 @@ def main(argv=None):
     }
     if args.jaxcontact_from:
         previous = json.loads(args.jaxcontact_from.read_text())
-        for key in ("batch", "steps"):
-            if previous["config"][key] != doc["config"][key]:
-                log(f"warning: --jaxcontact-from ran {key}={previous['config'][key]}, "
+        for key in ("batch", "steps", "solver", "solver_iterations"):
+            # results from before --solver ran the default newton
+            was = previous["config"].get(key, "newton" if key == "solver" else None)
+            if was != doc["config"][key]:
+                log(f"warning: --jaxcontact-from ran {key}={was}, "
                     f"this run {key}={doc['config'][key]}")
         doc["jaxcontact"] = {k: v for k, v in previous["jaxcontact"].items() if k in args.dtypes}
         doc["jaxcontact_reused_from"] = {"path": str(args.jaxcontact_from),
@@ -469,13 +408,7 @@ def main(argv=None):
     doc["provenance"]["loadavg_end"] = list(os.getloadavg())
     doc["total_wall_s"] = time.perf_counter() - t_start
 
-    out_dir = REPO / "results"
-    out_dir.mkdir(exist_ok=True)
-    out_path = out_dir / f"{args.name}.json"
-    doc["output"] = str(out_path)
-    text = json.dumps(doc, indent=2)
-    out_path.write_text(text + "\n")
-    print(text)
+    write_results(doc, args.name)
     print_table(doc)
     failed = [k for k, v in doc["jaxcontact"].items() if "error" in v]
     if failed:
