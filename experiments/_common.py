@@ -49,6 +49,14 @@ def provenance() -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
+def finish_figure(fig, axes, title: str):
+    """Grid every panel and title the figure; returns it."""
+    for ax in axes:
+        ax.grid(True, which="major", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
 def save(name: str, result: dict, figure, out_dir: pathlib.Path) -> None:
     """Write result (+ provenance) as <name>.json and the matplotlib figure as <name>.png."""
     out_dir.mkdir(parents=True, exist_ok=True)

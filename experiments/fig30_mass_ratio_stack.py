@@ -32,7 +32,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxcontact as jc  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import log, parser, save  # noqa: E402
+from _common import finish_figure, log, parser, save  # noqa: E402
 
 DT = 1.0 / 120.0  # thesis Table 3: 2 substeps of a 1/60 s frame
 K_N = 1e8         # N/m, thesis k_n
@@ -177,11 +177,8 @@ def plot(series, steps, static, static_control):
                 title="(b) top sphere below its just-touching height")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=4, fontsize=8,
                bbox_to_anchor=(0.5, 0.0), title="solid: masses 1:64:4096, dotted: equal masses")
-    for ax in axes:
-        ax.grid(True, which="major", alpha=0.3)
-    fig.suptitle("Fig. 30 reproduction: sphere column, masses 1/64/4096 kg, "
-                 "k_n = k_f = 1e8, dt = 1/120 s", fontsize=10)
-    return fig
+    return finish_figure(fig, axes, "Fig. 30 reproduction: sphere column, masses "
+                         "1/64/4096 kg, k_n = k_f = 1e8, dt = 1/120 s")
 
 
 def main() -> None:

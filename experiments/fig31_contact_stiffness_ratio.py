@@ -33,7 +33,7 @@ import jaxcontact as jc
 from jaxcontact.math import quat_rotate
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import log, parser, save  # noqa: E402
+from _common import finish_figure, log, parser, save  # noqa: E402
 from fig30_mass_ratio_stack import DT, K_N, solver_stats, steps_for, timed_rollout  # noqa: E402
 
 HALF = (0.05, 0.05, 0.5)
@@ -166,11 +166,8 @@ def plot(series, steps):
     axes[2].set(xlabel="time (s)", ylabel="|tilt change| (deg)",
                 title="|tilt from vertical - 25 deg|")
     axes[2].legend(fontsize=7)
-    for ax in axes:
-        ax.grid(True, which="major", alpha=0.3)
-    fig.suptitle("Fig. 31 reproduction: box 0.1 x 0.1 x 1 m leaning 25 deg on a wall, "
-                 "mu = 0.5, dt = 1/120 s, 20 iterations", fontsize=10)
-    return fig
+    return finish_figure(fig, axes, "Fig. 31 reproduction: box 0.1 x 0.1 x 1 m leaning 25 deg "
+                         "on a wall, mu = 0.5, dt = 1/120 s, 20 iterations")
 
 
 def main() -> None:
