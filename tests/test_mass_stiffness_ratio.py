@@ -19,6 +19,9 @@ from fig26_mass_ratio_pendulum import (ANGLE, DT, HEAVY, LENGTH, RATIO, STIFFNES
                                        simulate)
 from fig27_stiffness_ratio_springs import K_TOP, MASS, case  # noqa: E402
 
+# compile-heavy experiment checks: run by `make test-all`, not by CI
+pytestmark = pytest.mark.slow
+
 STEPS, BUDGET = 24, 20  # 0.2 s: the Dual (update="exact") blows up after ~0.25 s
 PENDULUM = dict(stiffnesses=(STIFFNESS, STIFFNESS), dt=DT, angle=ANGLE)
 CASES = {"pendulum_ratio": dict(masses=(HEAVY / RATIO, HEAVY), **PENDULUM),

@@ -55,7 +55,9 @@ def reference():
     return final
 
 
-@pytest.mark.parametrize("name", [n for n in SOLVERS if n != "newton"])
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n == "newton_cg" else n
+    for n in SOLVERS if n != "newton"])
 def test_every_solver_reaches_the_newton_solution(name, reference):
     model, state = _scene(SOLVERS[name])
     final, _, info = _rollout(model, state)

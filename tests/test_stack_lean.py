@@ -64,6 +64,7 @@ def _lean_slip(solver, k_f, steps=60):
     return float(x0[0] - x[-1])
 
 
+@pytest.mark.slow
 def test_diagonal_descent_slips_artificially_at_a_100_to_1_stiffness_ratio():
     diagonal = jc.Descent(iterations=20, preconditioner="diagonal")
     block = _lean_slip(jc.Descent(iterations=20), 1e6)  # ~ the converged creep

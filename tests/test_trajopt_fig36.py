@@ -12,6 +12,9 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "experiments"))
 import fig36_trajectory_optimization as fig36  # noqa: E402
 
+# compile-heavy experiment checks: run by `make test-all`, not by CI
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def optimized():
