@@ -59,6 +59,9 @@ def _run(scene, steps, solver=None, **build):
 
 
 @pytest.mark.parametrize("shape", ["sphere", "box"])
+@pytest.mark.parametrize("solver", [
+    name if name == "newton" else pytest.param(name, marks=pytest.mark.slow) for name in SOLVERS],
+    indirect=True)
 def test_resting_penetration_is_weight_over_stiffness(shape, solver):
     # linear law: at rest the penalty force k_n d balances m g (a box rests on 4 corners)
     k, m = 1e5, 2.0

@@ -90,14 +90,16 @@ def reference_grad():
     return _loss_grad(SOLVERS["newton"])
 
 
-@pytest.mark.parametrize("name", ["newton_bicgstab", "newton_cr", "descent", "dual"])
+@pytest.mark.parametrize("name", [
+    pytest.param("newton_bicgstab", marks=pytest.mark.slow),
+    pytest.param("newton_cr", marks=pytest.mark.slow), "descent", "dual"])
 def test_implicit_gradient_is_the_same_whichever_solver_converged(name, reference_grad):
     grad = _loss_grad(SOLVERS[name])
     for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("ad", ["vjp", "jvp"])
+@pytest.mark.parametrize("ad", ["vjp", pytest.param("jvp", marks=pytest.mark.slow)])
 def test_matrix_free_adjoint_matches_the_dense_one(ad, reference_grad):
     grad = _loss_grad(jc.Newton(ad=ad, adjoint="krylov"))
     for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
