@@ -67,6 +67,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
+from jaxcontact.models.geometry import n_rows  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (RESULTS, best_of_interleaved, jax_provenance, log,  # noqa: E402
@@ -259,7 +260,7 @@ def run_scene(name, args):
         f"iterations, {ref['active_contacts']} active contacts")
     ref_vel = velocities(ref_state)
     out = {"params": params, "n_body": model.n_body, "n_spring": model.spring.size,
-           "contact_candidates": model.table.size, "warmup_steps": args.warmup,
+           "contact_candidates": n_rows(model), "warmup_steps": args.warmup,
            "warmup_max_residual": warmup_residual,
            "state": {"pos": np.asarray(state.pos).tolist(), "vel": np.asarray(state.vel).tolist(),
                      "ang_vel": np.asarray(state.ang_vel).tolist()},

@@ -103,6 +103,7 @@ def run_worker(args):
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import jaxcontact as jc
+    from jaxcontact.models.geometry import n_rows
 
     dtype = jnp.dtype(args.worker)
     solver = make_solver(jc, args.solver, args.solver_iterations, args.early_exit)
@@ -168,7 +169,7 @@ def run_worker(args):
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
         "solver": dataclasses.asdict(model.solver),
-        "contact_candidates": model.table.size,
+        "contact_candidates": n_rows(model),
         "rows": rows,
     }))
 

@@ -1,5 +1,7 @@
 """jaxcontact: differentiable simulation of rigid bodies in smoothed frictional contact."""
 
+from jaxcontact.models import sdf
+from jaxcontact.models.broad_phase import BroadPhase
 from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
@@ -11,7 +13,7 @@ from jaxcontact.types import (RESULT_MESSAGES, Body, Control, Geom, Model, Plane
 __version__ = "0.1.0"
 
 __all__ = [
-    "Body", "Contact", "Control", "Descent", "Dual", "Geom", "Model", "Newton", "Plane",
+    "Body", "BroadPhase", "Contact", "Control", "Descent", "Dual", "Geom", "Model", "Newton", "Plane",
     "RESULT_MESSAGES", "Result", "Scene", "Shape", "Spring", "State", "StepInfo",
-    "damping_to_restitution", "randomize", "rollout", "restitution_to_damping", "step",
+    "damping_to_restitution", "randomize", "rollout", "restitution_to_damping", "sdf", "step",
 ]

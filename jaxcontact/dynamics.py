@@ -25,8 +25,9 @@ from jaxcontact.math import (quat_integrate, quat_normalize, tangent_basis, worl
                              world_inertia_inv)
 from jaxcontact.models import contact as laws
 from jaxcontact.models import joints
-from jaxcontact.models.geometry import (candidate_bodies, candidate_frame, contact_frame,
-                                        gather_poses, pair_parameters)
+from jaxcontact.models import geometry
+from jaxcontact.models.geometry import (Candidates, candidate_frame, contact_frame, gather_poses,
+                                        pair_parameters)
 from jaxcontact.problem import Problem, Rows
 from jaxcontact.types import Array, Control, Model, State
 
@@ -59,10 +60,12 @@ class StepContext:
       u_free:      (6N,)     ũ, free-flight velocities.
       inertia:     (N, 3, 3) world-frame inertia at the start of the step.
       inertia_inv: (N, 3, 3) its inverse.
+      candidates:  the step's contact rows (broad phase at the start of the step).
       gap_start:   (K,)      gaps at the start of the step.
-      friction, stiffness, damping: (K,) pair parameters of the candidates.
+      friction, stiffness, damping: (K,) pair parameters of the contact rows.
     """
 
+    candidates: Candidates
     u_free: Array
     inertia: Array
     inertia_inv: Array
@@ -86,10 +89,12 @@ def prepare(model: Model, state: State, control: Control) -> StepContext:
     """The u-independent part of the step's problem."""
     inertia = world_inertia(state.quat, model.body.inertia)
     inertia_inv = world_inertia_inv(state.quat, model.body.inertia)
-    friction, stiffness, damping = pair_parameters(model)
+    cand = geometry.candidates(model, state)
+    friction, stiffness, damping = pair_parameters(model, cand)
     return StepContext(
-        u_free=free_velocity(model, state, control, inertia, inertia_inv), inertia=inertia,
-        inertia_inv=inertia_inv, gap_start=contact_frame(model, state.pos, state.quat).gap,
+        candidates=cand, u_free=free_velocity(model, state, control, inertia, inertia_inv),
+        inertia=inertia, inertia_inv=inertia_inv,
+        gap_start=contact_frame(model, cand, state.pos, state.quat).gap,
         friction=friction, stiffness=stiffness, damping=damping)
 
 
@@ -126,7 +131,7 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
     kinetic += 0.5 * jnp.einsum("ni,nij,nj->", du[:, 3:], ctx.inertia, du[:, 3:])
 
     pos, quat = configuration(model, state, u)
-    frame = contact_frame(model, pos, quat)
+    frame = contact_frame(model, ctx.candidates, pos, quat)
     elastic = jnp.sum(laws.normal_energy(frame.gap, ctx.stiffness, params.normal, params.power,
                                          params.smooth_width))
     if model.spring.size:
@@ -136,7 +141,7 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
 
     # lagged geometry and friction bound, evaluated at ū
     pos_l, quat_l = configuration(model, state, u_lag)
-    lag = contact_frame(model, pos_l, quat_l)
+    lag = contact_frame(model, ctx.candidates, pos_l, quat_l)
     f_n = laws.normal_force(lag.gap, ctx.stiffness, params.normal, params.power,
                             params.smooth_width)
     vel, ang_vel = split_velocity(u, model.n_body)
@@ -248,12 +253,12 @@ def rows(u, args) -> Rows:
     model, state, ctx = args
     params, dt, n = model.contact, model.dt, model.n_body
     spring = model.spring
-    cand_a, cand_b = candidate_bodies(model)
-    body_a, body_b = cand_a + tuple(spring.body_a), cand_b + tuple(spring.body_b)
-    k = len(cand_a)
+    cand = ctx.candidates
+    body_a = jnp.concatenate([cand.body_a, jnp.asarray(spring.body_a, jnp.int32).reshape(-1)])
+    body_b = jnp.concatenate([cand.body_b, jnp.asarray(spring.body_b, jnp.int32).reshape(-1)])
+    k = cand.body_a.shape[0]
     padded = jnp.concatenate([u.reshape(n, 6), jnp.zeros((1, 6), u.dtype)])
-    u_a = padded[jnp.asarray(body_a, jnp.int32).reshape(-1)]
-    u_b = padded[jnp.asarray(body_b, jnp.int32).reshape(-1)]
+    u_a, u_b = padded[body_a], padded[body_b]
     pos0_a, quat0_a = gather_poses(state.pos, state.quat, body_a)
     pos0_b, quat0_b = gather_poses(state.pos, state.quat, body_b)
 
@@ -263,19 +268,19 @@ def rows(u, args) -> Rows:
     def position_errors(u_a, u_b):
         pos_a, quat_a = poses(pos0_a, quat0_a, u_a)
         pos_b, quat_b = poses(pos0_b, quat0_b, u_b)
-        gap = candidate_frame(model, pos_a[:k], quat_a[:k], pos_b[:k], quat_b[:k]).gap
+        gap = candidate_frame(model, cand, pos_a[:k], quat_a[:k], pos_b[:k], quat_b[:k]).gap
         return jnp.concatenate([gap, joints.stretch(spring, pos_a[k:], quat_a[k:], pos_b[k:],
                                                     quat_b[k:])])
 
     error, jac_a, jac_b = _side_jacobians(position_errors, u_a, u_b)
-    world_b = (jnp.asarray(body_b, jnp.int32).reshape(-1) < 0)[:, None]
+    world_b = (body_b < 0)[:, None]
     jac_b = jnp.where(world_b, 0.0, jac_b)
     gap = error[:k]
 
     # velocity rows at the contact frame of u
     pos_a, quat_a = poses(pos0_a[:k], quat0_a[:k], u_a[:k])
     pos_b, quat_b = poses(pos0_b[:k], quat0_b[:k], u_b[:k])
-    frame = candidate_frame(model, pos_a, quat_a, pos_b, quat_b)
+    frame = candidate_frame(model, cand, pos_a, quat_a, pos_b, quat_b)
     t1, t2 = tangent_basis(frame.normal)
     vel_rows = [_velocity_row(d, frame.point, pos_a, pos_b) for d in (frame.normal, t1, t2)]
     vel_a = jnp.concatenate([r[0] for r in vel_rows])
@@ -298,7 +303,8 @@ def rows(u, args) -> Rows:
                                  spring.stiffness])
     curvature = jnp.concatenate([normal_curv, damping, dt * friction_curv, dt * friction_curv,
                                  spring.stiffness])
-    sides = (body_a[:k] * 4 + body_a[k:], body_b[:k] * 4 + body_b[k:])
+    sides = (jnp.concatenate([jnp.tile(body_a[:k], 4), body_a[k:]]),
+             jnp.concatenate([jnp.tile(body_b[:k], 4), body_b[k:]]))
     return Rows(
         jac_a=jnp.concatenate([jac_a[:k], vel_a, jac_a[k:]]),
         jac_b=jnp.concatenate([jac_b[:k], vel_b, jac_b[k:]]),

@@ -82,6 +82,13 @@ def quat_rotate(q, v):
     return v + w * t + jnp.cross(u, t)
 
 
+def quat_rotate_inverse(q, v):
+    """Rotate v by the inverse of unit quaternion q (world to body): q* ⊗ (0, v) ⊗ q."""
+    w, u = q[..., :1], -q[..., 1:]
+    t = 2.0 * jnp.cross(u, v)
+    return v + w * t + jnp.cross(u, t)
+
+
 def quat_to_mat(q):
     """3x3 rotation matrix of unit quaternion q."""
     w, x, y, z = jnp.moveaxis(q, -1, 0)

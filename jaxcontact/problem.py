@@ -36,7 +36,8 @@ class Rows:
     """Constraint rows at one iterate (module docstring). R = 4 K + S rows.
 
     Attributes:
-      body_a, body_b: static tuples (R,) of body indices (-1 = world).
+      body_a, body_b: (R,) int body indices (-1 = world); contact rows' come from the
+                      broad phase, so they are arrays, not static.
       jac_a, jac_b:   (R, 6) ∂e/∂(v, ω) of side a and side b.
       error:          (R,) e_j.
       stiffness:      (R,) s_j (0 for rows that are inactive).
@@ -51,8 +52,8 @@ class Rows:
     stiffness: Array
     curvature: Array
     cone: Array
-    body_a: tuple = struct.field(pytree_node=False)
-    body_b: tuple = struct.field(pytree_node=False)
+    body_a: Array
+    body_b: Array
     n_contact: int = struct.field(pytree_node=False)
 
 

@@ -11,18 +11,21 @@ import itertools
 import math
 import numbers
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcontact.math import quat_rotate, quat_to_mat
+from jaxcontact.models import mass as mass_properties
+from jaxcontact.models import sdf
+from jaxcontact.models.broad_phase import BroadPhase
 from jaxcontact.models.contact import Contact
-from jaxcontact.math import quat_rotate
 from jaxcontact.solvers import SOLVERS, check_solver
 from jaxcontact.solvers.newton import Newton
-from jaxcontact.types import (Body, ContactParams, ContactTable, Geom, Model, Plane, Shape,
-                              Spring, State)
+from jaxcontact.types import (Body, ContactParams, ContactTable, Geom, Mesh, Model, Obstacle,
+                              PairGroup, Plane, Shape, Spring, State, WorldGroup)
 
 _QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
-_BOX_CORNERS = tuple(itertools.product((-1, 1), repeat=3))
 
 
 def _number(name, value, *, low=None, positive=False):
@@ -36,6 +39,26 @@ def _number(name, value, *, low=None, positive=False):
     if low is not None and value < low:
         raise ValueError(f"{name} must be >= {low}, got {value!r}")
     return value
+
+
+def _mat_to_quat(rot):
+    """Unit quaternion (w, x, y, z) of a proper rotation matrix (largest-pivot method)."""
+    trace = np.trace(rot)
+    k = int(np.argmax([trace, rot[0, 0], rot[1, 1], rot[2, 2]]))
+    if k == 0:
+        w = 0.5 * math.sqrt(1.0 + trace)
+        q = [w, (rot[2, 1] - rot[1, 2]) / (4 * w), (rot[0, 2] - rot[2, 0]) / (4 * w),
+             (rot[1, 0] - rot[0, 1]) / (4 * w)]
+    else:
+        i, j, l = k - 1, k % 3, (k + 1) % 3
+        v = 0.5 * math.sqrt(max(1.0 + rot[i, i] - rot[j, j] - rot[l, l], 0.0))
+        q = [0.0, 0.0, 0.0, 0.0]
+        q[0] = (rot[l, j] - rot[j, l]) / (4 * v)
+        q[1 + i] = v
+        q[1 + j] = (rot[j, i] + rot[i, j]) / (4 * v)
+        q[1 + l] = (rot[l, i] + rot[i, l]) / (4 * v)
+    q = np.asarray(q)
+    return q / np.linalg.norm(q)
 
 
 def _vector(name, value, size, *, positive=False):
@@ -78,6 +101,9 @@ class Scene:
         self._bodies: list[dict] = []
         self._planes: list[dict] = []
         self._springs: list[dict] = []
+        self._meshes: list[dict] = []
+        self._obstacles: list[dict] = []
+        self._no_collide: set[tuple[int, int]] = set()  # body pairs that never collide
 
     # --- validation helpers ---
     def _surface(self, friction, stiffness, damping):
@@ -89,8 +115,18 @@ class Scene:
             "damping": d["damping"] if damping is None else _number("damping", damping, low=0),
         }
 
-    def _body(self, shape, size, mass, inertia, pos, quat, vel, ang_vel, surface):
-        mass = _number("mass", mass, positive=True)
+    def _body(self, shape, size, mass, inertia, pos, quat, vel, ang_vel, surface, *,
+              density=None, rounding=0.0, mesh=-1):
+        """Record a body. Exactly one of `mass` and `density` is given; with density, mass
+        and inertia come from the shape (`models.mass`); with mass, the inertia of the
+        uniform solid of that mass unless `inertia` is given."""
+        if (mass is None) == (density is None):
+            raise ValueError(f"give exactly one of mass and density, got mass={mass!r}, "
+                             f"density={density!r}")
+        if mass is not None:
+            mass = _number("mass", mass, positive=True)
+        else:
+            density = _number("density", density, positive=True)
         quat = _vector("quat", quat, 4)
         if abs(np.linalg.norm(quat) - 1.0) > _QUAT_TOL:
             raise ValueError(f"quat must be a unit quaternion (w, x, y, z), got {tuple(quat)} "
@@ -98,7 +134,8 @@ class Scene:
         inertia = (_vector("inertia", inertia, 3, positive=True) if inertia is not None
                    else None)
         self._bodies.append({
-            "shape": shape, "size": size, "mass": mass, "inertia": inertia,
+            "shape": shape, "size": size, "mass": mass, "density": density, "inertia": inertia,
+            "rounding": rounding, "mesh": mesh,
             "pos": _vector("pos", pos, 3), "quat": quat, "vel": _vector("vel", vel, 3),
             "ang_vel": _vector("ang_vel", ang_vel, 3), **surface})
         return len(self._bodies) - 1
@@ -115,26 +152,107 @@ class Scene:
                              **self._surface(friction, stiffness, damping)})
         return len(self._planes) - 1
 
-    def add_sphere(self, radius, mass, pos, vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *,
-                   quat=(1.0, 0.0, 0.0, 0.0), inertia=None, friction=None, stiffness=None,
-                   damping=None) -> int:
-        """Add a solid sphere (inertia 2/5 m r² unless given). Returns its body index."""
+    def add_sphere(self, radius, mass=None, pos=(0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
+                   ang_vel=(0.0, 0.0, 0.0), *, quat=(1.0, 0.0, 0.0, 0.0), inertia=None,
+                   density=None, friction=None, stiffness=None, damping=None) -> int:
+        """Add a solid sphere. Returns its body index.
+
+        Give `mass` (kg; inertia 2/5 m r² unless `inertia` is given) or `density` (kg/m³).
+        """
         r = _number("radius", radius, positive=True)
         return self._body(Shape.SPHERE, np.array([r, 0.0, 0.0]), mass, inertia, pos, quat,
-                          vel, ang_vel, self._surface(friction, stiffness, damping))
+                          vel, ang_vel, self._surface(friction, stiffness, damping),
+                          density=density)
 
-    def add_box(self, half_size, mass, pos, quat=(1.0, 0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
-                ang_vel=(0.0, 0.0, 0.0), *, inertia=None, friction=None, stiffness=None,
-                damping=None) -> int:
-        """Add a solid box. It collides through its 8 corners only (no edge/face contact yet).
+    def add_box(self, half_size, mass=None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
+                vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *, inertia=None, density=None,
+                rounding=None, friction=None, stiffness=None, damping=None) -> int:
+        """Add a solid box with slightly rounded edges and corners. Returns its body index.
 
-        `half_size` is a number (cube) or 3 half extents. Returns its body index.
+        Args:
+          half_size: a number (cube) or 3 half extents, m.
+          mass, density, inertia: as for `add_sphere` (a uniform solid box).
+          rounding: radius of the rounded edges and corners, m, in [0, min half size).
+            Default 2% of the smallest half size. Box-box contact needs it > 0: a corner of
+            one box is found against the other box's faces up to a penetration of twice
+            the rounding (see `jaxcontact.models.geometry`). Resting on a face, the box's
+            contact points are the centres of its 4 rounded corners.
         """
         if isinstance(half_size, numbers.Real) and not isinstance(half_size, bool):
             half_size = (half_size,) * 3
         h = _vector("half_size", half_size, 3, positive=True)
+        rounding = 0.02 * float(np.min(h)) if rounding is None else _number(
+            "rounding", rounding, low=0)
+        if rounding >= np.min(h):
+            raise ValueError(f"rounding must be smaller than the smallest half size "
+                             f"{np.min(h):g}, got {rounding!r}")
         return self._body(Shape.BOX, h, mass, inertia, pos, quat, vel, ang_vel,
-                          self._surface(friction, stiffness, damping))
+                          self._surface(friction, stiffness, damping), density=density,
+                          rounding=rounding)
+
+    def add_capsule(self, radius, half_length, mass=None, pos=(0.0, 0.0, 0.0),
+                    quat=(1.0, 0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *,
+                    inertia=None, density=None, friction=None, stiffness=None,
+                    damping=None) -> int:
+        """Add a solid capsule: the segment from -half_length to +half_length on the body
+        z axis, grown by `radius`. Returns its body index.
+
+        `mass` or `density` and `inertia` as for `add_sphere` (a uniform solid capsule).
+        """
+        r = _number("radius", radius, positive=True)
+        half = _number("half_length", half_length, positive=True)
+        return self._body(Shape.CAPSULE, np.array([r, half, 0.0]), mass, inertia, pos, quat,
+                          vel, ang_vel, self._surface(friction, stiffness, damping),
+                          density=density)
+
+    def add_mesh(self, vertices, mass=None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
+                 vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *, density=None, friction=None,
+                 stiffness=None, damping=None) -> int:
+        """Add a convex rigid body: the convex hull of `vertices`. Returns its body index.
+
+        Args:
+          vertices: (V, 3) points in a frame placed at (`pos`, `quat`); their convex hull
+            is the body. The body's own frame is moved to the hull's centre of mass and
+            principal axes, so `state.pos` is the centre of mass, not `pos`.
+          mass or density: the inertia is that of the uniform solid hull.
+        Hull vertices are the body's contact points against everything else (ADD's point
+        proxies); other bodies' points meet its face planes.
+        """
+        try:
+            points = np.asarray(vertices, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"vertices must be a (V, 3) array of numbers, got {vertices!r}") \
+                from None
+        if points.ndim != 2 or points.shape[1] != 3 or not np.all(np.isfinite(points)):
+            raise ValueError(f"vertices must be a finite (V, 3) array, got shape {points.shape}")
+        hull, planes = mass_properties.convex_hull(points)
+        volume_mass, com, moments, axes = mass_properties.convex_mesh(hull, 1.0)
+        local = (hull - com) @ axes            # vertices in the principal frame
+        normals = planes[:, :3] @ axes
+        offsets = planes[:, 3] - planes[:, :3] @ com
+        quat = _vector("quat", quat, 4)
+        frame = np.asarray(quat_to_mat(jnp.asarray(quat / np.linalg.norm(quat))))
+        centre = _vector("pos", pos, 3) + frame @ com
+        rotation = frame @ axes
+        self._meshes.append({"vertices": local, "planes": np.c_[normals, offsets],
+                             "volume": volume_mass, "moments": moments})
+        if mass is not None:
+            mass = _number("mass", mass, positive=True)
+        return self._body(Shape.MESH, np.zeros(3), mass, None, centre, _mat_to_quat(rotation),
+                          vel, ang_vel, self._surface(friction, stiffness, damping),
+                          density=density, mesh=len(self._meshes) - 1)
+
+    def add_obstacle(self, grid, *, friction=None, stiffness=None, damping=None) -> int:
+        """Add a static obstacle given by a signed distance grid (`jc.sdf.GridSDF`, e.g. from
+        `jc.sdf.from_mesh` or `jc.sdf.from_heightfield`). Returns its index.
+
+        Every body's contact points meet it (its `sample` is the distance, its gradient the
+        normal).
+        """
+        if not isinstance(grid, sdf.GridSDF):
+            raise ValueError(f"grid must be a jc.sdf.GridSDF, got {type(grid).__name__}")
+        self._obstacles.append({"grid": grid, **self._surface(friction, stiffness, damping)})
+        return len(self._obstacles) - 1
 
     def add_spring(self, body_a, body_b=-1, *, stiffness, anchor_a=(0.0, 0.0, 0.0),
                    anchor_b=None, rest_length=None) -> int:
@@ -178,31 +296,60 @@ class Scene:
         return b["pos"] + np.asarray(quat_rotate(quat, jnp.asarray(local)))
 
     # --- build ---
-    def _table(self) -> ContactTable:
-        point_body, point_plane, point_corner, point_round = [], [], [], []
-        for i, b in enumerate(self._bodies):
-            corners = [(0, 0, 0)] if b["shape"] == Shape.SPHERE else _BOX_CORNERS
-            for p in range(len(self._planes)):
-                for c in corners:
-                    point_body.append(i), point_plane.append(p), point_corner.append(c)
-                    point_round.append(int(b["shape"] == Shape.SPHERE))
-        spheres = [i for i, b in enumerate(self._bodies) if b["shape"] == Shape.SPHERE]
-        pairs = list(itertools.combinations(spheres, 2))
-        return ContactTable(point_body=tuple(point_body), point_plane=tuple(point_plane),
-                            point_corner=tuple(point_corner), point_round=tuple(point_round),
-                            pair_a=tuple(a for a, _ in pairs), pair_b=tuple(b for _, b in pairs))
+    def _table(self, broad_phase: BroadPhase) -> ContactTable:
+        shapes = sorted({b["shape"] for b in self._bodies})
+        by_shape = {sh: tuple(i for i, b in enumerate(self._bodies) if b["shape"] == sh)
+                    for sh in shapes}
+        world = []
+        for sh in shapes:
+            bodies = by_shape[sh]
+            if self._planes:
+                world.append(WorldGroup(int(sh), "plane", bodies * len(self._planes),
+                                        tuple(p for p in range(len(self._planes))
+                                              for _ in bodies)))
+            for o in range(len(self._obstacles)):
+                world.append(WorldGroup(int(sh), "obstacle", bodies, (o,) * len(bodies)))
+        n = len(self._bodies)
+        excluded = tuple(sorted(a * n + b for a, b in self._no_collide))
+        universe = {}
+        for i, sa in enumerate(shapes):
+            for sb in shapes[i:]:
+                if sa == sb:
+                    pairs = itertools.combinations(by_shape[sa], 2)
+                else:
+                    pairs = itertools.product(by_shape[sa], by_shape[sb])
+                pairs = tuple(p for p in pairs if (min(p), max(p)) not in self._no_collide)
+                if pairs:
+                    universe[(sa, sb)] = pairs
+        total = sum(len(p) for p in universe.values())
+        brute = broad_phase.mode == "all_pairs" or (
+            broad_phase.mode == "auto" and total <= broad_phase.max_all_pairs)
+        groups = []
+        for (sa, sb), pairs in universe.items():
+            if brute:
+                groups.append(PairGroup(int(sa), int(sb), pairs, len(pairs)))
+            else:
+                members = len(set(by_shape[sa]) | set(by_shape[sb]))
+                capacity = broad_phase.capacity or 6 * members
+                groups.append(PairGroup(int(sa), int(sb), (), min(capacity, len(pairs))))
+        return ContactTable(world=tuple(world), pairs=tuple(groups), excluded=excluded,
+                            broad_phase=None if brute else broad_phase)
 
-    @staticmethod
-    def _inertia(b):
-        if b["inertia"] is not None:
-            return b["inertia"]
-        m, s = b["mass"], b["size"]
-        if b["shape"] == Shape.SPHERE:
-            return np.full(3, 0.4 * m * s[0] ** 2)
-        sq = (2.0 * s) ** 2
-        return m / 12.0 * np.array([sq[1] + sq[2], sq[0] + sq[2], sq[0] + sq[1]])
+    def _mass_inertia(self, b):
+        """(mass, principal inertia) of a body record."""
+        s = b["size"]
+        if b["shape"] == Shape.MESH:
+            m = self._meshes[b["mesh"]]
+            mass = b["mass"] if b["mass"] is not None else b["density"] * m["volume"]
+            return mass, m["moments"] * (mass / m["volume"])
+        unit = {Shape.SPHERE: lambda: mass_properties.sphere(s[0], 1.0),
+                Shape.BOX: lambda: mass_properties.box(s, 1.0),
+                Shape.CAPSULE: lambda: mass_properties.capsule(s[0], s[1], 1.0)}[b["shape"]]()
+        mass = b["mass"] if b["mass"] is not None else b["density"] * unit[0]
+        inertia = b["inertia"] if b["inertia"] is not None else unit[1] * (mass / unit[0])
+        return mass, inertia
 
-    def build(self, contact: Contact | None = None, solver=None, dtype=None):
+    def build(self, contact: Contact | None = None, solver=None, dtype=None, broad_phase=None):
         """Freeze the scene into a `(Model, State)` pair.
 
         Args:
@@ -212,6 +359,8 @@ class Scene:
             friction (its rows are the compliance form of those quadratics).
           dtype: float dtype of every array; default JAX's default float (float32 unless
             `jax_enable_x64` is on).
+          broad_phase: a `jc.BroadPhase`: how body pairs become contact candidates (default
+            `BroadPhase()`: every pair in small scenes, sort and sweep in large ones).
         """
         contact = Contact() if contact is None else contact
         solver = Newton() if solver is None else solver
@@ -221,6 +370,9 @@ class Scene:
             raise ValueError("solver must be a jc.Newton, jc.Descent or jc.Dual, "
                              f"got {solver!r}")
         check_solver(solver, contact.normal, contact.friction)
+        broad_phase = BroadPhase() if broad_phase is None else broad_phase
+        if not isinstance(broad_phase, BroadPhase):
+            raise ValueError(f"broad_phase must be a jc.BroadPhase, got {broad_phase!r}")
         if not self._bodies:
             raise ValueError("the scene has no bodies: add a sphere or a box before build()")
         try:
@@ -234,13 +386,30 @@ class Scene:
             return jnp.asarray(np.asarray(values, dtype=float), dtype=dtype)
 
         bodies, planes, springs = self._bodies, self._planes, self._springs
+        obstacles, meshes = self._obstacles, self._meshes
         surface = ("friction", "stiffness", "damping")
+        mass, inertia = zip(*(self._mass_inertia(b) for b in bodies))
+        n_vert = max((len(m["vertices"]) for m in meshes), default=1)
+        n_plane = max((len(m["planes"]) for m in meshes), default=1)
+
+        def pad(rows, size):
+            return np.concatenate([rows, np.repeat(rows[:1], size - len(rows), axis=0)])
+
         model = Model(
-            body=Body(mass=arr([b["mass"] for b in bodies]),
-                      inertia=arr([self._inertia(b) for b in bodies])),
+            body=Body(mass=arr(mass), inertia=arr(inertia)),
             geom=Geom(size=arr([b["size"] for b in bodies]),
+                      rounding=arr([b["rounding"] for b in bodies]),
                       **{k: arr([b[k] for b in bodies]) for k in surface},
-                      shape=tuple(Shape(b["shape"]) for b in bodies)),
+                      shape=tuple(Shape(b["shape"]) for b in bodies),
+                      mesh=tuple(b["mesh"] for b in bodies)),
+            mesh=Mesh(vertices=arr(np.reshape([pad(m["vertices"], n_vert) for m in meshes],
+                                              (-1, n_vert, 3))),
+                      planes=arr(np.reshape([pad(m["planes"], n_plane) for m in meshes],
+                                            (-1, n_plane, 4))),
+                      count=tuple(len(m["vertices"]) for m in meshes)),
+            obstacle=Obstacle(grid=tuple(jax.tree.map(lambda x: jnp.asarray(x, dtype), o["grid"])
+                                         for o in obstacles),
+                              **{k: arr([o[k] for o in obstacles]) for k in surface}),
             plane=Plane(normal=arr(np.reshape([p["normal"] for p in planes], (-1, 3))),
                         offset=arr([p["offset"] for p in planes]),
                         **{k: arr([p[k] for p in planes]) for k in surface}),
@@ -254,7 +423,8 @@ class Scene:
                           stiffness=arr([s["stiffness"] for s in springs]),
                           body_a=tuple(s["body_a"] for s in springs),
                           body_b=tuple(s["body_b"] for s in springs)),
-            gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(), solver=solver)
+            gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(broad_phase),
+            solver=solver)
         state = State(pos=arr([b["pos"] for b in bodies]),
                       quat=arr([b["quat"] / np.linalg.norm(b["quat"]) for b in bodies]),
                       vel=arr([b["vel"] for b in bodies]),

@@ -62,13 +62,14 @@ def step(model: Model, state: State, control: Control | None = None):
                       else None)
             u = implicit_solution(dynamics.residual, u, args, solver.ad, linear)
     new_state = dynamics.advance(model, state, u)
-    gap = jax.lax.stop_gradient(contact_frame(model, new_state.pos, new_state.quat).gap)
+    cand = args[2].candidates
+    gap = jax.lax.stop_gradient(contact_frame(model, cand, new_state.pos, new_state.quat).gap)
     info = StepInfo(
         residual=stats["residual"], iterations=stats["iterations"],
         converged=stats["converged"], result=stats["result"],
         active_contacts=jnp.sum(gap < 0.0).astype(jnp.int32),
         max_penetration=jnp.max(jnp.maximum(-gap, 0.0), initial=0.0),
-        overflow=jnp.zeros((), bool))
+        overflow=cand.overflow)
     return new_state, info
 
 

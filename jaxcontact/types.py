@@ -9,7 +9,7 @@ changing a leaf's value never does. Shapes use N bodies, P planes, K contact can
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,8 @@ class Shape(enum.IntEnum):
 
     SPHERE = 0
     BOX = 1
+    CAPSULE = 2
+    MESH = 3
 
 
 @struct.dataclass
@@ -47,19 +49,72 @@ class Body:
 class Geom:
     """Collision shape and surface parameters of each body (one geom per body).
 
+    Every shape is a convex core grown by a ball (a Minkowski sum): a sphere is a point
+    grown by its radius, a capsule a segment along the body z axis grown by its radius, a box
+    a box of half sizes `size - rounding` grown by `rounding`, a mesh its convex hull (not
+    grown). See `jaxcontact.models.geometry`.
+
     Attributes:
-      size:       (N, 3) sphere: (radius, 0, 0); box: half sizes along the body axes, m.
+      size:       (N, 3) sphere: (radius, 0, 0); box: half sizes along the body axes;
+                  capsule: (radius, half length of the axis segment, 0); mesh: zeros, m.
+      rounding:   (N,)   radius of a box's rounded edges and corners, m (0 for other shapes).
       friction:   (N,)   Coulomb coefficient μ.
       stiffness:  (N,)   normal penalty stiffness k_n (N/m for the `linear` law).
       damping:    (N,)   normal contact damping k_d, N s/m (ADD Eq. 21).
       shape:      static tuple of `Shape` per body.
+      mesh:       static tuple (N,): index into `Model.mesh` for mesh bodies, -1 otherwise.
     """
 
     size: Array
+    rounding: Array
     friction: Array
     stiffness: Array
     damping: Array
     shape: tuple = static()
+    mesh: tuple = static(default=())
+
+
+@struct.dataclass
+class Mesh:
+    """Convex meshes of the mesh bodies, padded to common sizes.
+
+    Its vertices are the body's contact points (ADD's point proxies); its face planes are
+    the body's signed distance for other bodies' points (exact inside, a lower bound
+    outside, near edges).
+
+    Attributes:
+      vertices: (G, V, 3) hull vertices in the body frame (centre of mass, principal axes),
+                padded by repeating the first vertex.
+      planes:   (G, F, 4) unique face planes (n, o): n·x <= o inside; padded by repeating.
+      count:    static tuple (G,) of the real vertex count of each mesh.
+    """
+
+    vertices: Array
+    planes: Array
+    count: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.count)
+
+
+@struct.dataclass
+class Obstacle:
+    """Static obstacles given by signed distance grids (triangle meshes, heightfields).
+
+    Attributes:
+      grid:      tuple of `jaxcontact.models.sdf.GridSDF`, one per obstacle.
+      friction, stiffness, damping: (O,) surface parameters, as in `Geom`.
+    """
+
+    grid: tuple
+    friction: Array
+    stiffness: Array
+    damping: Array
+
+    @property
+    def size(self) -> int:
+        return len(self.grid)
 
 
 @struct.dataclass
@@ -79,33 +134,48 @@ class Plane:
     damping: Array
 
 
-@struct.dataclass
-class ContactTable:
-    """Static list of contact candidates, decided once by the `Scene` builder.
+class WorldGroup(NamedTuple):
+    """Contact candidates of bodies of one shape against static planes or obstacles.
 
-    Point-plane candidates: a point of body `body[k]` (a sphere centre with its radius, or a
-    box corner with radius 0) against plane `plane[k]`. Sphere-sphere candidates: pairs of
-    sphere bodies. Every candidate is always evaluated; its mask is whether it touches.
-
-    Attributes:
-      point_body:   tuple (K_p,) body index of each point-plane candidate.
-      point_plane:  tuple (K_p,) plane index.
-      point_corner: tuple (K_p,) of (sx, sy, sz) in {-1, 0, 1}: local point = s * half size;
-                    (0, 0, 0) with the sphere radius for spheres.
-      point_round:  tuple (K_p,) 1 where the point carries the body's sphere radius.
-      pair_a, pair_b: tuples (K_s,) sphere-sphere pairs (a < b).
+    Candidate g is body `body[g]` against plane or obstacle `index[g]`; each contributes one
+    contact row per contact point of the shape (`geometry.proxy_count`).
     """
 
-    point_body: tuple = static(default=())
-    point_plane: tuple = static(default=())
-    point_corner: tuple = static(default=())
-    point_round: tuple = static(default=())
-    pair_a: tuple = static(default=())
-    pair_b: tuple = static(default=())
+    shape: int
+    target: str          # "plane" | "obstacle"
+    body: tuple
+    index: tuple
 
-    @property
-    def size(self) -> int:
-        return len(self.point_body) + len(self.pair_a)
+
+class PairGroup(NamedTuple):
+    """Contact candidates between bodies of shapes (shape_a, shape_b), shape_a <= shape_b.
+
+    With `pairs` given, those pairs are the candidates, always (brute force); with
+    `pairs = ()` a broad phase fills `capacity` slots at the start of every step.
+    """
+
+    shape_a: int
+    shape_b: int
+    pairs: tuple
+    capacity: int
+
+
+@struct.dataclass
+class ContactTable:
+    """Static structure of the contact candidates, decided once by the `Scene` builder.
+
+    Attributes:
+      world:    tuple of `WorldGroup`: body-plane and body-obstacle candidates.
+      pairs:    tuple of `PairGroup`: body-body candidates per pair of shapes.
+      excluded: sorted tuple of keys a * N + b (a < b) of body pairs that never collide
+                (jointed neighbours), used by the broad phase.
+      broad_phase: a `jc.BroadPhase` when some pair group is filled by the broad phase.
+    """
+
+    world: tuple = static(default=())
+    pairs: tuple = static(default=())
+    excluded: tuple = static(default=())
+    broad_phase: Any = static(default=None)
 
 
 @struct.dataclass
@@ -163,7 +233,7 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact, spring: see their classes.
+      body, geom, plane, contact, spring, mesh, obstacle: see their classes.
       gravity:  (3,) m/s².
       dt:       ()   time step, s.
       table:    static contact-candidate table.
@@ -175,6 +245,8 @@ class Model:
     plane: Plane
     contact: ContactParams
     spring: Spring
+    mesh: Mesh
+    obstacle: Obstacle
     gravity: Array
     dt: Array
     table: ContactTable = static()
@@ -252,8 +324,8 @@ class StepInfo:
       result:          ()  int code of `Result`.
       active_contacts: ()  number of contact candidates in penetration (int).
       max_penetration: ()  largest penetration depth, m (0 if none).
-      overflow:        ()  bool, contact buffer overflowed (never, with static candidate
-                           tables; kept so the contract holds when broad phase arrives).
+      overflow:        ()  bool, the broad phase found more candidate pairs than its
+                           buffer holds (some were dropped this step); see `jc.BroadPhase`.
     """
 
     residual: Array

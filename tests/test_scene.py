@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-from jaxcontact.models.geometry import pair_parameters
+from jaxcontact.models.geometry import candidates, n_rows, pair_parameters
 from jaxcontact.types import Shape
 
 NAN, INF = float("nan"), float("inf")
@@ -272,38 +272,45 @@ def test_plane_normal_is_normalized(normal, expected):
     assert float(model.plane.offset[0]) == 0.5
 
 
-def test_contact_table_candidates():
+def _rows(model, state):
+    """(body_a, body_b) of every contact row, with the plane of world rows."""
+    cand = candidates(model, state)
+    return np.asarray(cand.body_a), np.asarray(cand.body_b), np.asarray(cand.used)
+
+
+def test_contact_rows_of_each_shape_pair():
     scene, _, _ = _mixed_scene()
-    model, _ = scene.build()
-    table = model.table
-    n_planes, spheres, boxes = 2, [0, 2, 4], [1, 3]
-    assert len(table.point_body) == n_planes * (8 * len(boxes) + len(spheres))
-    assert table.pair_a == (0, 0, 2) and table.pair_b == (2, 4, 4)  # sphere pairs, a < b
-    assert table.size == len(table.point_body) + 3
-    assert (len(table.point_plane) == len(table.point_corner) == len(table.point_round)
-            == len(table.point_body))
-    rows = list(zip(table.point_body, table.point_plane, table.point_corner, table.point_round))
-    for plane in range(n_planes):
+    model, state = scene.build()
+    spheres, boxes = [0, 2, 4], [1, 3]
+    body_a, body_b, used = _rows(model, state)
+    assert used.all() and len(body_a) == n_rows(model)
+    world = [(a, b) for a, b in zip(body_a, body_b) if b < 0]
+    # every body against each of the 2 planes: 1 row per sphere, 8 corner rows per box
+    for sphere in spheres:
+        assert world.count((sphere, -1)) == 2
+    for box in boxes:
+        assert world.count((box, -1)) == 2 * 8
+    pairs = [(a, b) for a, b in zip(body_a, body_b) if b >= 0]
+    # spheres against anything: 1 row (centre against the other core), sphere on side a
+    for s, t in itertools.combinations(spheres, 2):
+        assert pairs.count((s, t)) == 1
+    for s in spheres:
         for box in boxes:
-            corners = [c for b, p, c, r in rows if b == box and p == plane]
-            assert sorted(corners) == sorted(itertools.product((-1, 1), repeat=3)), (box, plane)
-            assert all(r == 0 for b, p, _, r in rows if b == box)
-        for sphere in spheres:
-            entries = [(c, r) for b, p, c, r in rows if b == sphere and p == plane]
-            assert entries == [((0, 0, 0), 1)], (sphere, plane, entries)
+            assert pairs.count((s, box)) == 1
+    # box-box: 8 corners of each side against the other box
+    assert pairs.count((1, 3)) == 16
+    assert len(pairs) == 3 + 6 + 16
+    assert model.table.broad_phase is None  # 10 pairs: brute force
 
 
-def test_contact_table_without_planes_or_spheres():
+def test_no_collision_pairs_and_single_bodies():
     scene = jc.Scene()
     scene.add_box(0.1, 1.0, (0, 0, 0))
+    model, state = scene.build()
+    assert n_rows(model) == 0  # no planes, no other body
     scene.add_box(0.1, 1.0, (1, 0, 0))
-    model, _ = scene.build()
-    assert model.table.size == 0  # no planes, and box-box contact is not detected
-    scene = jc.Scene()
-    scene.add_sphere(**_SPHERE)
-    scene.add_sphere(0.1, 1.0, (1, 0, 1))
-    model, _ = scene.build()
-    assert model.table.point_body == () and model.table.pair_a == (0,)
+    model, state = scene.build()
+    assert n_rows(model) == 16
 
 
 def test_pair_parameters_equal_values_give_that_value():
@@ -313,10 +320,11 @@ def test_pair_parameters_equal_values_give_that_value():
     scene.add_sphere(**_SPHERE)
     scene.add_sphere(0.2, 1.0, (1.0, 0.0, 1.0))
     scene.add_box(0.1, 1.0, (2.0, 0.0, 1.0))
-    model, _ = scene.build(dtype=jnp.float64)
-    friction, stiffness, damping = (np.asarray(x) for x in pair_parameters(model))
-    k = model.table.size
-    assert k == 2 * (1 + 1 + 8) + 1
+    model, state = scene.build(dtype=jnp.float64)
+    friction, stiffness, damping = (np.asarray(x) for x in
+                                    pair_parameters(model, candidates(model, state)))
+    k = n_rows(model)
+    assert k == 2 * (1 + 1 + 8) + 1 + 2
     np.testing.assert_allclose(friction, np.full(k, 0.7), rtol=_RTOL)
     np.testing.assert_allclose(stiffness, np.full(k, 3e4), rtol=_RTOL)
     np.testing.assert_allclose(damping, np.full(k, 12.5), rtol=_RTOL)
@@ -324,14 +332,20 @@ def test_pair_parameters_equal_values_give_that_value():
 
 def test_pair_parameters_combination_rules():
     scene, _, _ = _mixed_scene()
-    model, _ = scene.build(dtype=jnp.float64)
-    friction, stiffness, damping = (np.asarray(x) for x in pair_parameters(model))
-    table = model.table
+    model, state = scene.build(dtype=jnp.float64)
+    friction, stiffness, damping = (np.asarray(x) for x in
+                                    pair_parameters(model, candidates(model, state)))
     geom = {k: np.asarray(getattr(model.geom, k)) for k in ("friction", "stiffness", "damping")}
     plane = {k: np.asarray(getattr(model.plane, k)) for k in ("friction", "stiffness", "damping")}
-    sides = [(geom, b, plane, p) for b, p in zip(table.point_body, table.point_plane)]
-    sides += [(geom, a, geom, b) for a, b in zip(table.pair_a, table.pair_b)]
-    assert len(sides) == table.size == len(friction)
+    body_a, body_b, _ = _rows(model, state)
+    # world rows come plane by plane (body-major within a plane) in each shape's group
+    plane_of = []
+    for group in model.table.world:
+        per = 1 if group.shape == Shape.SPHERE else 8
+        plane_of += [p for p in group.index for _ in range(per)]
+    sides = [(geom, a, plane, p) for a, p in zip(body_a, plane_of)]
+    sides += [(geom, a, geom, b) for a, b in zip(body_a[len(plane_of):], body_b[len(plane_of):])]
+    assert len(sides) == len(friction)
     for i, (left, a, right, b) in enumerate(sides):
         ka, kb = left["stiffness"][a], right["stiffness"][b]
         assert stiffness[i] == pytest.approx(2 * ka * kb / (ka + kb), rel=_RTOL), i
@@ -340,7 +354,7 @@ def test_pair_parameters_combination_rules():
         assert damping[i] == pytest.approx(0.5 * (left["damping"][a] + right["damping"][b]),
                                            rel=_RTOL), i
     # a soft side dominates: harmonic mean of 4e5 and 1e5 (sphere 2 on plane 1)
-    i = list(zip(table.point_body, table.point_plane)).index((2, 1))
+    i = list(zip(body_a, plane_of)).index((2, 1))
     assert stiffness[i] == pytest.approx(1.6e5, rel=_RTOL)
 
 
@@ -358,7 +372,7 @@ def test_model_and_state_leaves_have_requested_dtype(dtype):
     assert model.contact.normal == "smooth" and model.contact.friction == "tanh"
     assert model.solver == jc.Newton(iterations=3)
     # pair parameters computed from the model keep its dtype
-    assert all(x.dtype == dtype for x in pair_parameters(model))
+    assert all(x.dtype == dtype for x in pair_parameters(model, candidates(model, state)))
 
 
 def test_default_dtype_follows_jax_default():

@@ -1,112 +1,364 @@
-"""Contact kinematics: gaps, normals and contact points of the static candidate table.
+"""Contact kinematics: the gap, normal and point of every contact row.
 
-One function per shape pair, each written for a single candidate and vmapped over the table:
-- point-plane: a sphere centre (with its radius) or a box corner (radius 0) against a plane.
-  Boxes therefore collide through their 8 corners only: edges and faces of a box do not
-  touch anything, and box-box and box-sphere contact are not detected yet.
-- sphere-sphere.
-Normals point from body b (or the world, index -1) into body a: the force on a is along +n.
-For a fixed candidate the gap, normal and point are smooth functions of the poses (the
-sphere-sphere normal is undefined only for coincident centres, where it is 0).
+Every shape is a convex core grown by a ball of radius ρ (a Minkowski sum, `types.Geom`):
+sphere = point ⊕ ball(r), capsule = segment ⊕ ball(r), box = smaller box ⊕ ball(rounding),
+mesh = convex hull (ρ = 0). A contact row is a contact point of one side, a ball of centre c
+and radius ρ_p fixed in its body (ADD's point proxies, Sec. 4), against the core of the
+other side, with the core's distance function φ (in its body frame):
+
+    d = φ(c) - ρ_p - ρ_core,    n = ∇φ(c),    point = c - (ρ_p + d/2) n
+
+φ is |q| for a point, the distance to the z segment for a capsule, |max(|q| - h, 0)| +
+min(max_i(|q_i| - h_i), 0) for a box, max_f (n_f·q - o_f) for a convex mesh, n·x - o for a
+plane and the trilinear grid interpolant for an obstacle (`sdf.GridSDF`).
+Contact points of each pairing:
+- body vs plane or obstacle: the body's points: a sphere's centre, a capsule's two segment
+  ends, a box's 8 core corners, a mesh's vertices.
+- sphere vs anything: the sphere centre against the other core (exact).
+- capsule vs capsule: the closest points of the two segments (exact; for parallel segments
+  the middle of their overlap).
+- box-box, box-capsule and pairs with meshes: each side's points against the other's core.
+  This finds vertex-face contact, not edge-edge crossings, and a face lying on a face of
+  the same size gets points from both sides (8 for two equal boxes).
+Normals point from side b (or the world, index -1) into side a: the force on a is along +n.
+For a fixed pairing the gap and normal are smooth while the contact point stays outside the
+other core: the exterior distance of a convex core is C1. A box's rounding keeps its corners
+outside the other box's core up to a penetration of twice the rounding, which is why boxes
+are rounded; mesh planes have edges (their normal jumps where two faces meet).
 """
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
-from jaxcontact.math import quat_rotate, safe_norm, safe_normalize
-from jaxcontact.types import Array, Model
+from jaxcontact.math import quat_rotate, quat_rotate_inverse, safe_div, safe_norm, safe_normalize
+from jaxcontact.models import broad_phase as bp
+from jaxcontact.models import sdf
+from jaxcontact.types import Array, Model, Shape, State
+
+FAR = 1.0  # gap of an unused broad-phase slot, m: positive, so it carries no force
+_CORNERS = np.array(list(itertools.product((-1.0, 1.0), repeat=3)))
+
+
+@struct.dataclass
+class Candidates:
+    """The contact rows of one step: which bodies each row joins (fixed over the step).
+
+    Attributes:
+      body_a:   (K,) int body of side a.
+      body_b:   (K,) int body of side b, -1 for the world (planes, obstacles, unused slots).
+      used:     (K,) bool, false for unused broad-phase slots and mesh padding.
+      overflow: () bool, the broad phase dropped pairs (see `broad_phase`).
+    """
+
+    body_a: Array
+    body_b: Array
+    used: Array
+    overflow: Array
 
 
 @struct.dataclass
 class ContactFrame:
-    """Geometry of all K candidates at one configuration.
+    """Geometry of all K contact rows at one configuration.
 
     Attributes:
-      gap:    (K,)   signed distance d, negative in penetration, m.
+      gap:    (K,)   signed distance d, negative in penetration, m (`FAR` for unused rows).
       normal: (K, 3) unit normal, from b into a.
       point:  (K, 3) world contact point (midway between the two surfaces).
-      body_a: static tuple (K,) body index of side a.
-      body_b: static tuple (K,) body index of side b, -1 for the world.
+      body_a, body_b: (K,) body indices of the two sides (-1 = world).
     """
 
     gap: Array
     normal: Array
     point: Array
-    body_a: tuple = struct.field(pytree_node=False)
-    body_b: tuple = struct.field(pytree_node=False)
+    body_a: Array
+    body_b: Array
 
 
-def _point_plane(pos, quat, corner, radius, plane_normal, plane_offset):
-    """A rounded point of a body against a plane: d = n·c - offset - ρ."""
-    centre = pos + quat_rotate(quat, corner)
-    gap = jnp.dot(plane_normal, centre) - plane_offset - radius
-    point = centre - (radius + 0.5 * gap) * plane_normal
-    return gap, plane_normal, point
+# --- shapes ---------------------------------------------------------------------------------
+
+def proxy_count(model: Model, shape) -> int:
+    """Contact points of a body of `shape` (static)."""
+    if shape == Shape.MESH:
+        return model.mesh.vertices.shape[1]
+    return {Shape.SPHERE: 1, Shape.BOX: 8, Shape.CAPSULE: 2}[Shape(shape)]
 
 
-def _sphere_sphere(pos_a, pos_b, radius_a, radius_b):
-    """Two spheres: d = |x_a - x_b| - r_a - r_b, n = (x_a - x_b)/|x_a - x_b|."""
-    delta = pos_a - pos_b
-    normal = safe_normalize(delta)
-    gap = safe_norm(delta) - radius_a - radius_b
-    point = 0.5 * (pos_a - radius_a * normal + pos_b + radius_b * normal)
-    return gap, normal, point
+def shape_radius(shape, size, rounding):
+    """ρ of the shape's ball: the radius (sphere, capsule), the rounding (box), 0 (mesh)."""
+    if shape in (Shape.SPHERE, Shape.CAPSULE):
+        return size[..., 0]
+    if shape == Shape.BOX:
+        return rounding
+    return jnp.zeros_like(rounding)
 
 
-def candidate_bodies(model: Model):
-    """Static (body_a, body_b) tuples of the K candidates; body_b = -1 for the world."""
+def bounding_radius(model: Model) -> Array:
+    """Radius of a sphere about each body's centre that contains the body, (N,)."""
+    size, shape = model.geom.size, np.asarray(model.geom.shape)
+    radius = jnp.where(jnp.asarray(shape == Shape.CAPSULE), size[:, 0] + size[:, 1], size[:, 0])
+    radius = jnp.where(jnp.asarray(shape == Shape.BOX), safe_norm(size), radius)
+    if model.mesh.size:
+        reach = jnp.max(safe_norm(model.mesh.vertices), axis=-1)  # padding repeats a vertex
+        mesh = jnp.asarray(np.maximum(np.asarray(model.geom.mesh), 0), jnp.int32)
+        radius = jnp.where(jnp.asarray(shape == Shape.MESH), reach[mesh], radius)
+    return radius
+
+
+def _proxy_local(model: Model, shape, index, body):
+    """Contact points (R, 3) in the body frame, and ρ (R,), for rows (body, index)."""
+    size, rounding = model.geom.size[body], model.geom.rounding[body]
+    radius = shape_radius(shape, size, rounding)
+    if shape == Shape.SPHERE:
+        return jnp.zeros_like(size), radius
+    if shape == Shape.CAPSULE:
+        sign = jnp.asarray(np.where(np.asarray(index) == 0, -1.0, 1.0), size.dtype)
+        return jnp.stack([0.0 * sign, 0.0 * sign, sign * size[:, 1]], axis=-1), radius
+    if shape == Shape.BOX:
+        corner = jnp.asarray(_CORNERS[np.asarray(index)], size.dtype)
+        return corner * (size - rounding[:, None]), radius
+    mesh = jnp.asarray(model.geom.mesh, jnp.int32)[body]
+    return model.mesh.vertices[mesh, jnp.asarray(index, jnp.int32)], radius
+
+
+def _core_distance(shape):
+    """φ(q, size, rounding, planes): distance of body-frame point q to the shape's core."""
+    def point(q, size, rounding, planes):
+        return safe_norm(q)
+
+    def segment(q, size, rounding, planes):
+        half = size[1]
+        axis = jnp.asarray([0.0, 0.0, 1.0], q.dtype)
+        return safe_norm(q - jnp.clip(q[2], -half, half) * axis)
+
+    def box(q, size, rounding, planes):
+        excess = jnp.abs(q) - (size - rounding)
+        return safe_norm(jnp.maximum(excess, 0.0)) + jnp.minimum(jnp.max(excess), 0.0)
+
+    def polytope(q, size, rounding, planes):
+        return jnp.max(planes[:, :3] @ q - planes[:, 3])
+
+    return {Shape.SPHERE: point, Shape.CAPSULE: segment, Shape.BOX: box,
+            Shape.MESH: polytope}[Shape(shape)]
+
+
+def _ball_against_core(centre, radius, pos, quat, distance, core_radius):
+    """A ball (centre, radius) against a core with distance φ in the frame (pos, quat)."""
+    q = quat_rotate_inverse(quat, centre - pos)
+    phi, grad = jax.value_and_grad(distance)(q)
+    normal = quat_rotate(quat, safe_normalize(grad))
+    gap = phi - radius - core_radius
+    return gap, normal, centre - (radius + 0.5 * gap) * normal
+
+
+def _segment_ends(pos, quat, half):
+    axis = quat_rotate(quat, jnp.asarray([0.0, 0.0, 1.0], pos.dtype)) * half
+    return pos - axis, 2.0 * axis
+
+
+def segment_closest(start_a, dir_a, start_b, dir_b):
+    """Parameters s, t in [0, 1] of the closest points start + s dir of two segments.
+
+    The clamped minimizer of |p_a(s) - p_b(t)|², with the unclamped s solved first and t
+    then clamped with s re-solved; for (near-)parallel segments s is the middle of the
+    overlap of b's projection with a, so the point does not jump between the ends.
+    """
+    r = start_a - start_b
+    aa, ee, bb = dir_a @ dir_a, dir_b @ dir_b, dir_a @ dir_b
+    cc, ff = dir_a @ r, dir_b @ r
+    denom = aa * ee - bb * bb
+    parallel = denom <= 1e-9 * aa * ee
+    s_general = jnp.clip(safe_div(bb * ff - cc * ee, jnp.where(parallel, 0.0, denom)), 0.0, 1.0)
+    ends = jnp.clip(jnp.stack([safe_div(-cc, aa), safe_div(bb - cc, aa)]), 0.0, 1.0)
+    s = jnp.where(parallel, 0.5 * (ends[0] + ends[1]), s_general)
+    t_free = safe_div(bb * s + ff, ee)
+    t = jnp.clip(t_free, 0.0, 1.0)
+    s = jnp.where(t_free == t, s, jnp.clip(safe_div(bb * t - cc, aa), 0.0, 1.0))
+    return s, t
+
+
+def _segments(pos_a, quat_a, size_a, pos_b, quat_b, size_b):
+    """Capsule against capsule: the closest points of the axis segments, grown by the radii."""
+    start_a, dir_a = _segment_ends(pos_a, quat_a, size_a[1])
+    start_b, dir_b = _segment_ends(pos_b, quat_b, size_b[1])
+    s, t = segment_closest(start_a, dir_a, start_b, dir_b)
+    on_a, on_b = start_a + s * dir_a, start_b + t * dir_b
+    normal = safe_normalize(on_a - on_b)
+    gap = safe_norm(on_a - on_b) - size_a[0] - size_b[0]
+    return gap, normal, on_a - (size_a[0] + 0.5 * gap) * normal
+
+
+# --- row layout -----------------------------------------------------------------------------
+
+def pair_terms(shape_a, shape_b):
+    """Which contact points a pair of shapes uses: "a" (a's points vs b's core), "b" (b's
+    points vs a's core), "segments" (capsule-capsule closest points)."""
+    if shape_a == Shape.SPHERE:
+        return ("a",)
+    if shape_a == shape_b == Shape.CAPSULE:
+        return ("segments",)
+    return ("a", "b")
+
+
+def _term_rows(model, group, term):
+    """Contact rows per slot of a pair-group term."""
+    if term == "segments":
+        return 1
+    return proxy_count(model, group.shape_a if term == "a" else group.shape_b)
+
+
+def _layout(model: Model):
+    """Static row layout: a list of (kind, group, term, rows per candidate, candidates)."""
+    layout = []
+    for group in model.table.world:
+        layout.append(("world", group, None, proxy_count(model, group.shape), len(group.body)))
+    for group in model.table.pairs:
+        slots = len(group.pairs) if group.pairs else group.capacity
+        for term in pair_terms(group.shape_a, group.shape_b):
+            layout.append(("pair", group, term, _term_rows(model, group, term), slots))
+    return layout
+
+
+def n_rows(model: Model) -> int:
+    """K, the number of contact rows (static)."""
+    return sum(per * count for _, _, _, per, count in _layout(model))
+
+
+def _proxy_valid(model, shape, index, body):
+    """Mesh padding vertices are not contact points."""
+    if shape != Shape.MESH:
+        return jnp.ones(np.shape(index), bool)
+    count = jnp.asarray(model.mesh.count, jnp.int32)[jnp.asarray(model.geom.mesh, jnp.int32)[body]]
+    return jnp.asarray(index) < count
+
+
+def candidates(model: Model, state: State) -> Candidates:
+    """The contact rows of a step that starts at `state` (broad phase for pair groups)."""
     table = model.table
-    return (tuple(table.point_body) + tuple(table.pair_a),
-            (-1,) * len(table.point_body) + tuple(table.pair_b))
+    slots, overflow = {}, jnp.zeros((), bool)
+    if any(not g.pairs for g in table.pairs):
+        settings = table.broad_phase
+        radius = bounding_radius(model)
+        motion = model.dt * (safe_norm(state.vel) + safe_norm(state.ang_vel) * radius
+                             + model.dt * safe_norm(model.gravity))
+        i, j, hit, overflow = bp.sweep(state.pos, radius + motion + settings.margin,
+                                       settings.window)
+        shape = jnp.asarray(model.geom.shape, jnp.int32)
+        for g in table.pairs:
+            if not g.pairs:
+                *slots[g], dropped = bp.group_slots(i, j, hit, shape, g.shape_a, g.shape_b,
+                                                    g.capacity, model.n_body, table.excluded)
+                overflow = overflow | dropped
+    body_a, body_b, used = [], [], []
+    for kind, group, term, per, count in _layout(model):
+        index = np.tile(np.arange(per), count)
+        if kind == "world":
+            a = jnp.asarray(np.repeat(group.body, per), jnp.int32)
+            body_a.append(a), body_b.append(jnp.full((per * count,), -1, jnp.int32))
+            used.append(_proxy_valid(model, group.shape, index, a))
+            continue
+        if group.pairs:
+            a = jnp.asarray([p[0] for p in group.pairs], jnp.int32)
+            b = jnp.asarray([p[1] for p in group.pairs], jnp.int32)
+            slot_used = jnp.ones((count,), bool)
+        else:
+            a, b, slot_used = slots[group]
+        a, b, slot_used = (jnp.repeat(x, per) for x in (a, b, slot_used))
+        body_a.append(a), body_b.append(b)
+        if term == "segments":
+            used.append(slot_used)
+        else:
+            owner = a if term == "a" else b
+            shape = group.shape_a if term == "a" else group.shape_b
+            used.append(slot_used & _proxy_valid(model, shape, index, jnp.maximum(owner, 0)))
+    if not body_a:
+        empty = jnp.zeros((0,), jnp.int32)
+        return Candidates(empty, empty, jnp.zeros((0,), bool), overflow)
+    return Candidates(jnp.concatenate(body_a), jnp.concatenate(body_b), jnp.concatenate(used),
+                      overflow)
 
 
 def gather_poses(pos: Array, quat: Array, body) -> tuple[Array, Array]:
-    """Poses of bodies `body` (static tuple, -1 = the world at the origin), (R, 3), (R, 4)."""
+    """Poses of bodies `body` (indices, -1 = the world at the origin), (R, 3), (R, 4)."""
     origin = jnp.zeros((1, 3), pos.dtype)
     identity = jnp.asarray([[1.0, 0.0, 0.0, 0.0]], quat.dtype)
     idx = jnp.asarray(body, dtype=jnp.int32)  # -1 picks the appended world row
     return (jnp.concatenate([pos, origin])[idx], jnp.concatenate([quat, identity])[idx])
 
 
-def contact_frame(model: Model, pos: Array, quat: Array) -> ContactFrame:
-    """Gaps, normals and points of every candidate in `model.table` at poses (pos, quat)."""
-    body_a, body_b = candidate_bodies(model)
-    pos_a, quat_a = gather_poses(pos, quat, body_a)
-    pos_b, quat_b = gather_poses(pos, quat, body_b)
-    return candidate_frame(model, pos_a, quat_a, pos_b, quat_b)
+def contact_frame(model: Model, cand: Candidates, pos: Array, quat: Array) -> ContactFrame:
+    """Gaps, normals and points of every contact row at poses (pos, quat)."""
+    pos_a, quat_a = gather_poses(pos, quat, cand.body_a)
+    pos_b, quat_b = gather_poses(pos, quat, cand.body_b)
+    return candidate_frame(model, cand, pos_a, quat_a, pos_b, quat_b)
 
 
-def candidate_frame(model: Model, pos_a, quat_a, pos_b, quat_b) -> ContactFrame:
-    """As `contact_frame`, from the poses of each candidate's two sides, (K, 3) and (K, 4).
+def candidate_frame(model: Model, cand: Candidates, pos_a, quat_a, pos_b, quat_b) -> ContactFrame:
+    """As `contact_frame`, from the poses of each row's two sides, (K, 3) and (K, 4).
 
-    Each candidate sees only its own rows, so derivatives with respect to side a and side b
-    of every candidate come from one forward-mode pass (used for constraint rows).
+    Each row sees only its own poses, so derivatives with respect to side a and side b of
+    every row come from one forward-mode pass (used for constraint rows).
     """
-    table, size = model.table, model.geom.size
-    body_a, body_b = candidate_bodies(model)
-    k_p = len(table.point_body)
+    geom = model.geom
     gaps, normals, points = [], [], []
-    if table.point_body:
-        b = jnp.asarray(table.point_body)
-        corner = jnp.asarray(table.point_corner, dtype=size.dtype) * size[b]
-        radius = jnp.asarray(table.point_round, dtype=size.dtype) * size[b, 0]
-        pl = jnp.asarray(table.point_plane)
-        g, n, p = jax.vmap(_point_plane)(pos_a[:k_p], quat_a[:k_p], corner, radius,
-                                         model.plane.normal[pl], model.plane.offset[pl])
-        gaps.append(g), normals.append(n), points.append(p)
-    if table.pair_a:
-        a, b = jnp.asarray(table.pair_a), jnp.asarray(table.pair_b)
-        g, n, p = jax.vmap(_sphere_sphere)(pos_a[k_p:], pos_b[k_p:], size[a, 0], size[b, 0])
-        gaps.append(g), normals.append(n), points.append(p)
+    start = 0
+    for kind, group, term, per, count in _layout(model):
+        rows = slice(start, start + per * count)
+        start += per * count
+        index = np.tile(np.arange(per), count)
+        a = jnp.maximum(cand.body_a[rows], 0)
+        pa, qa, pb, qb = pos_a[rows], quat_a[rows], pos_b[rows], quat_b[rows]
+        if kind == "world":
+            local, radius = _proxy_local(model, group.shape, index, a)
+            centre = pa + quat_rotate(qa, local)
+            if group.target == "plane":
+                plane = jnp.asarray(np.repeat(group.index, per), jnp.int32)
+                normal = model.plane.normal[plane]
+                gap = jnp.sum(normal * centre, axis=-1) - model.plane.offset[plane] - radius
+            else:
+                grid = model.obstacle.grid[group.index[0]]
+                gap = jax.vmap(lambda c: sdf.sample(grid, c))(centre) - radius
+                normal = jax.vmap(lambda c: sdf.normal(grid, c))(centre)
+            point = centre - (radius + 0.5 * gap)[:, None] * normal
+        elif term == "segments":
+            b = jnp.maximum(cand.body_b[rows], 0)
+            gap, normal, point = jax.vmap(_segments)(pa, qa, geom.size[a], pb, qb, geom.size[b])
+        else:
+            b = jnp.maximum(cand.body_b[rows], 0)
+            own, other = (a, b) if term == "a" else (b, a)
+            own_shape, other_shape = ((group.shape_a, group.shape_b) if term == "a"
+                                      else (group.shape_b, group.shape_a))
+            p_own, q_own, p_other, q_other = (pa, qa, pb, qb) if term == "a" else (pb, qb, pa, qa)
+            local, radius = _proxy_local(model, own_shape, index, own)
+            centre = p_own + quat_rotate(q_own, local)
+            distance = _core_distance(other_shape)
+            size, rounding = geom.size[other], geom.rounding[other]
+            if other_shape == Shape.MESH:
+                planes = model.mesh.planes[jnp.asarray(geom.mesh, jnp.int32)[other]]
+            else:
+                planes = jnp.zeros((other.shape[0], 1, 4), size.dtype)
+
+            def one(c, r, p, q, sz, rd, pl):
+                return _ball_against_core(c, r, p, q, lambda x: distance(x, sz, rd, pl),
+                                          shape_radius(other_shape, sz, rd))
+
+            gap, normal, point = jax.vmap(one)(centre, radius, p_other, q_other, size,
+                                               rounding, planes)
+            if term == "b":
+                normal = -normal
+        gaps.append(gap), normals.append(normal), points.append(point)
     if not gaps:
         dtype = pos_a.dtype
         return ContactFrame(jnp.zeros((0,), dtype), jnp.zeros((0, 3), dtype),
-                            jnp.zeros((0, 3), dtype), (), ())
-    return ContactFrame(jnp.concatenate(gaps), jnp.concatenate(normals),
-                        jnp.concatenate(points), body_a, body_b)
+                            jnp.zeros((0, 3), dtype), cand.body_a, cand.body_b)
+    gap = jnp.where(cand.used, jnp.concatenate(gaps), FAR)
+    return ContactFrame(gap, jnp.concatenate(normals), jnp.concatenate(points), cand.body_a,
+                        cand.body_b)
 
 
 def combine(a, b, how):
@@ -118,24 +370,29 @@ def combine(a, b, how):
     raise ValueError(f"unknown combination {how!r}")
 
 
-def pair_parameters(model: Model):
-    """Friction μ, stiffness k_n and damping k_d of each candidate, (K,) each.
+def pair_parameters(model: Model, cand: Candidates):
+    """Friction μ, stiffness k_n and damping k_d of each contact row, (K,) each.
 
     Stiffness combines harmonically (a soft body on a stiff floor is soft), friction and
     damping by their mean.
     """
-    table, geom, plane = model.table, model.geom, model.plane
-    out = {"friction": [], "stiffness": [], "damping": []}
+    geom = model.geom
     how = {"friction": "mean", "stiffness": "harmonic", "damping": "mean"}
-    if table.point_body:
-        b, pl = jnp.asarray(table.point_body), jnp.asarray(table.point_plane)
-        for name in out:
-            out[name].append(combine(getattr(geom, name)[b], getattr(plane, name)[pl], how[name]))
-    if table.pair_a:
-        a, b = jnp.asarray(table.pair_a), jnp.asarray(table.pair_b)
-        for name in out:
-            values = getattr(geom, name)
-            out[name].append(combine(values[a], values[b], how[name]))
+    out = {name: [] for name in how}
+    start = 0
+    for kind, group, term, per, count in _layout(model):
+        rows = slice(start, start + per * count)
+        start += per * count
+        a = jnp.maximum(cand.body_a[rows], 0)
+        if kind == "world":
+            target = model.plane if group.target == "plane" else model.obstacle
+            idx = jnp.asarray(np.repeat(group.index, per), jnp.int32)
+            other = {name: getattr(target, name)[idx] for name in how}
+        else:
+            b = jnp.maximum(cand.body_b[rows], 0)
+            other = {name: getattr(geom, name)[b] for name in how}
+        for name in how:
+            out[name].append(combine(getattr(geom, name)[a], other[name], how[name]))
     dtype = geom.size.dtype
-    return tuple(jnp.concatenate(v) if v else jnp.zeros((0,), dtype)
-                 for v in (out["friction"], out["stiffness"], out["damping"]))
+    return tuple(jnp.concatenate(out[name]) if out[name] else jnp.zeros((0,), dtype)
+                 for name in how)

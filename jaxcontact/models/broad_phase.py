@@ -1,0 +1,117 @@
+"""Broad phase: which pairs of bodies are contact candidates during a step.
+
+At the start of every step the bodies' bounding spheres, grown by a margin that covers the
+motion of the step, are swept along one axis (sort and sweep): after sorting the lower ends
+of the intervals, each body is tested against the next `window` bodies in that order, in
+O(N log N + N window) work with static shapes. The pairs found are compacted into a fixed
+number of slots per pair of shapes; slots left over are marked unused, and more pairs than
+slots (or more overlapping neighbours than `window`) set the overflow flag that `step`
+reports in `StepInfo.overflow`. Pairs are fixed for the whole step, so the step's problem
+stays a smooth function of the velocities; the margin makes every pair that can touch by the
+end of the step a candidate at its start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+import jax.numpy as jnp
+
+from jaxcontact.math import safe_norm
+
+MODES = ("auto", "all_pairs", "sweep")
+
+
+@dataclasses.dataclass(frozen=True)
+class BroadPhase:
+    """Broad-phase settings, passed to `Scene.build(broad_phase=...)`.
+
+    Attributes:
+      mode: "auto" (default: every pair is a candidate when the scene has at most
+        `max_all_pairs` body pairs, else "sweep"), "all_pairs" (brute force: every pair of
+        bodies, every step; exact but O(N²)) or "sweep" (sort and sweep, see the module).
+      capacity: candidate slots per pair of shapes (e.g. box-box). None: 6 per body of the
+        two shapes, at most the number of such pairs. Contact rows grow with it (box-box
+        pairs have 16 contact points each).
+      window: bodies after each one, in sweep order, that it is tested against; a denser
+        pile needs more. Overflow is reported when it is too small.
+      margin: distance (m) added to every bounding sphere, on top of the motion of the step
+        (|v| Δt + |ω| r Δt + |g| Δt²).
+      max_all_pairs: the "auto" threshold.
+    """
+
+    mode: str = "auto"
+    capacity: int | None = None
+    window: int = 24
+    margin: float = 0.01
+    max_all_pairs: int = 128
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name in ("window", "max_all_pairs") + (("capacity",) if self.capacity is not None
+                                                   else ()):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if (isinstance(self.margin, bool) or not isinstance(self.margin, numbers.Real)
+                or not self.margin >= 0 or self.margin == float("inf")):
+            raise ValueError(f"margin must be a finite number >= 0, got {self.margin!r}")
+
+
+def sweep(centre, radius, window):
+    """Candidate pairs of spheres (centre (N, 3), radius (N,)) by sort and sweep.
+
+    Returns (i, j, hit, overflow): (N·W,) body indices and whether the two spheres overlap,
+    for every body and each of its W = min(window, N - 1) successors along the axis of
+    largest spread; overflow is true if some body overlaps more successors than W.
+    """
+    n = centre.shape[0]
+    w = min(window, n - 1)
+    spread = jnp.var(centre, axis=0)
+    x = centre @ (jnp.arange(3) == jnp.argmax(spread)).astype(centre.dtype)
+    lo, hi = x - radius, x + radius
+    order = jnp.argsort(lo)
+    lo_s, hi_s = lo[order], hi[order]
+    first = jnp.arange(n)
+    later = first[:, None] + jnp.arange(1, w + 1)[None, :]           # (N, W) sorted positions
+    inside = later < n
+    later = jnp.minimum(later, n - 1)
+    i, j = jnp.broadcast_to(order[:, None], later.shape), order[later]
+    reach = radius[i] + radius[j]
+    hit = inside & (lo_s[later] <= hi_s[:, None]) & (safe_norm(centre[i] - centre[j]) <= reach)
+    beyond = first + w + 1
+    overflow = jnp.any((beyond < n) & (lo_s[jnp.minimum(beyond, n - 1)] <= hi_s))
+    return i.reshape(-1), j.reshape(-1), hit.reshape(-1), overflow
+
+
+def excluded(a, b, n, keys):
+    """Whether each pair (a, b), a < b, is among the static sorted `keys` a * n + b."""
+    if not keys:
+        return jnp.zeros(a.shape, bool)
+    table = jnp.asarray(keys, jnp.int32)
+    key = a * n + b
+    found = jnp.clip(jnp.searchsorted(table, key), 0, len(keys) - 1)
+    return table[found] == key
+
+
+def group_slots(i, j, hit, shape, shape_a, shape_b, capacity, n, keys):
+    """Compact the candidate pairs whose shapes are (shape_a, shape_b) into `capacity` slots.
+
+    Returns (a, b, used, overflow): (capacity,) bodies of side a (shape_a) and b, whether the
+    slot holds a pair (unused slots hold -1, -1), and whether pairs were dropped.
+    """
+    si, sj = shape[i], shape[j]
+    forward = (si == shape_a) & (sj == shape_b)
+    backward = (si == shape_b) & (sj == shape_a)
+    a, b = jnp.where(forward, i, j), jnp.where(forward, j, i)
+    if shape_a == shape_b:
+        a, b = jnp.minimum(i, j), jnp.maximum(i, j)
+    low, high = jnp.minimum(a, b), jnp.maximum(a, b)
+    take = hit & (forward | backward) & ~excluded(low, high, n, keys)
+    count = jnp.sum(take)
+    (index,) = jnp.nonzero(take, size=capacity, fill_value=0)
+    used = jnp.arange(capacity) < count
+    return (jnp.where(used, a[index], -1), jnp.where(used, b[index], -1), used,
+            count > capacity)

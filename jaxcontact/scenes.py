@@ -1,0 +1,314 @@
+"""Ready-made scenes of the papers' experiments, as unbuilt `jc.Scene` builders.
+
+Each function returns a `Scene` (not built), so a caller can still add bodies, pick the
+solver, contact laws, dtype and broad phase in `scene.build(...)`. Every builder records the
+indices it created in `scene.info` (a dict), for tests and experiments.
+
+- `spring_chain`: ADD supplement S1 ("computation time per number of rigid bodies in a chain").
+- `box_stack`: n equal boxes stacked on the ground (resting-contact closed forms).
+- `sphere_pile`: Qiao et al. 2020, Fig. 3 and Table 1 ("objects falling into a pile").
+- `contact_point_cube`: ADD supplement S2 (restitution against contact points per edge).
+- Legged robot: reserved for the lead (see the end of this module).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from jaxcontact.models import mass as mass_properties
+from jaxcontact.scene import Scene
+
+G = 9.81
+
+
+def _exclude_all_pairs(scene: Scene, bodies) -> None:
+    """Make every pair of `bodies` non-colliding.
+
+    Uses the builder's private `_no_collide` set (the pairs `Scene` leaves out of its contact
+    table); `Scene` has no public method for it yet.
+    """
+    for a, b in itertools.combinations(sorted(bodies), 2):
+        scene._no_collide.add((a, b))
+
+
+# --- ADD S1: spring chain ----------------------------------------------------------------------
+
+def spring_chain(n, *, link_half=(0.05, 0.02, 0.02), mass=0.1, stiffness=1e4, gap=0.01,
+                 anchor_height=None, dt=1.0 / 500.0, gravity=(0.0, 0.0, -G),
+                 ground_stiffness=1e3, ground_damping=1e-3, friction=0.5,
+                 self_collision=False) -> Scene:
+    """A chain of `n` boxes joined by pairs of springs, hanging from the world (ADD S1).
+
+    ADD supplement, "Performance": "a chain of N rigid bodies ... The first rigid body is
+    connected to two springs anchored in world space. Similarly, each following rigid body is
+    connected to the previous one by two springs. For all rigid bodies, collision (k_n = 10³,
+    k_d = 10⁻³) and friction (μ = 0.5) with the ground plane is enabled. The total simulated
+    time is t = 2 s with a time step of Δt = 1/500 s."
+
+    Layout (ours; the paper shows only a screenshot): the links lie end to end along +x at
+    height `anchor_height`, with `gap` between consecutive links. Each junction has two springs
+    at the link ends, offset sideways by ±link_half[1] (y), with rest length `gap` (the
+    initial distance), so the pair resists twist about the chain axis and sideways bending
+    but lets the chain swing in the x-z plane. The first link's two springs go to world
+    points `gap` before its near end. Released from rest, the chain swings down about the
+    world anchors; `anchor_height` defaults to 0.6 of the chain length L = n (2 hx + gap), so
+    the free end reaches the ground (after about sqrt(2 · 0.6 L / g) s: 0.73 s for n = 40) and
+    the lower part of the chain lies and slides on the ground before t = 2 s, for every n.
+
+    Args:
+      n: number of links (>= 1).
+      link_half: box half sizes (hx, hy, hz), m; x along the chain.
+      mass: mass of each link, kg.
+      stiffness: stiffness of each spring, N/m. Not given in the paper; the default 1e4 N/m
+        (two per junction) stretches the top junction of a hanging 40-link chain of 0.1 kg
+        links by 40 · 0.1 · 9.81 / 2e4 = 2 mm.
+      gap: distance between consecutive links and spring rest length, m.
+      anchor_height: z of the chain at release, m; default 0.6 L.
+      dt, gravity: as for `Scene`; Δt = 1/500 s is the paper's.
+      ground_stiffness, ground_damping, friction: k_n, k_d and μ of the ground and the links
+        (the paper's 1e3 N/m, 1e-3 N s/m, 0.5). Both sides get the same values, so the pair
+        values (harmonic k_n, mean k_d and μ) are exactly these.
+      self_collision: the paper enables only ground contact; False (default) excludes every
+        link pair from collision (no pair candidates at all).
+
+    `scene.info`: {"links": body indices, "springs": spring indices, "ground": plane index,
+    "length": L}.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    hx, hy, _ = (float(v) for v in link_half)
+    pitch = 2 * hx + gap
+    length = n * pitch
+    height = 0.6 * length if anchor_height is None else float(anchor_height)
+    scene = Scene(dt=dt, gravity=gravity, friction=friction, stiffness=ground_stiffness,
+                  damping=ground_damping)
+    ground = scene.add_plane()
+    links, springs = [], []
+    for i in range(n):
+        x = gap + hx + i * pitch
+        links.append(scene.add_box(link_half, mass, pos=(x, 0.0, height)))
+    for side in (-hy, hy):
+        springs.append(scene.add_spring(links[0], -1, stiffness=stiffness,
+                                        anchor_a=(-hx, side, 0.0),
+                                        anchor_b=(0.0, side, height)))
+    for prev, link in zip(links, links[1:]):
+        for side in (-hy, hy):
+            springs.append(scene.add_spring(link, prev, stiffness=stiffness,
+                                            anchor_a=(-hx, side, 0.0), anchor_b=(hx, side, 0.0)))
+    if not self_collision:
+        _exclude_all_pairs(scene, links)
+    scene.info = {"links": links, "springs": springs, "ground": ground, "length": length}
+    return scene
+
+
+# --- box stack ---------------------------------------------------------------------------------
+
+def box_stack(n, *, half=0.1, mass=1.0, gap=0.0, dt=0.002, gravity=(0.0, 0.0, -G),
+              stiffness=1e5, damping=300.0, friction=0.5, rounding=None) -> Scene:
+    """`n` equal cubes stacked on the ground plane, exactly aligned.
+
+    Box i (from the bottom) starts at z = half + i (2 half + gap): with gap = 0 every face
+    just touches the next. At rest (all surfaces with the same k):
+    - the ground contact is the bottom cube's 4 lower corner points, sharing n m g:
+      penetration n m g / (4 k);
+    - the contact between cubes j-1 and j (j = 1..n-1) has 8 points, the 4 corners of each
+      cube against the other cube's core (`geometry`), sharing (n - j) m g: penetration
+      (n - j) m g / (8 k).
+    `stack_rest_penetrations` gives these.
+
+    Args:
+      n: number of cubes (>= 1).
+      half: half edge of each cube, m.
+      mass: mass of each cube, kg.
+      gap: vertical gap between the ground and cube 0 and between cubes, m.
+      dt, gravity, stiffness, damping, friction: as for `Scene` (every surface, ground too).
+      rounding: corner rounding (default: `add_box`'s, 2 % of half).
+
+    `scene.info`: {"boxes": body indices, "ground": plane index}.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    scene = Scene(dt=dt, gravity=gravity, friction=friction, stiffness=stiffness,
+                  damping=damping)
+    ground = scene.add_plane()
+    boxes = [scene.add_box(half, mass, pos=(0.0, 0.0, gap + half + i * (2 * half + gap)),
+                           rounding=rounding)
+             for i in range(n)]
+    scene.info = {"boxes": boxes, "ground": ground}
+    return scene
+
+
+def stack_rest_penetrations(n, mass, stiffness, g=G):
+    """Closed-form resting penetrations of `box_stack`: [ground, 0-1, 1-2, ...], m."""
+    ground = n * mass * g / (4.0 * stiffness)
+    between = [(n - j) * mass * g / (8.0 * stiffness) for j in range(1, n)]
+    return np.asarray([ground, *between])
+
+
+# --- Qiao et al. Fig. 3: objects falling into a pile -------------------------------------------
+
+def pile_layout(n, per_layer_side=None):
+    """(side, layers) of the lattice of `sphere_pile`: side² objects per layer."""
+    side = per_layer_side or max(1, math.ceil(math.sqrt(n / 4.0)))
+    return side, math.ceil(n / side ** 2)
+
+
+def sphere_pile(n, *, radius=0.05, bin_half=None, seed=0, shape="sphere", mass=0.1,
+                spacing=None, base_height=None, jitter=None, per_layer_side=None,
+                drop_speed=0.0, dt=0.002, gravity=(0.0, 0.0, -G), stiffness=1e5,
+                damping=300.0, friction=0.5) -> Scene:
+    """`n` spheres (or cubes) dropped from a jittered lattice into a bin (Qiao et al. Fig. 3).
+
+    Qiao et al. 2020 ("Scalable differentiable physics for learning and control"), Fig. 3:
+    runtime and memory against the number of objects (20 to 1000) falling into a pile;
+    Table 1: backward time per step for 100, 200, 300 falling cubes.
+
+    The bin is the ground plane z >= 0 and 4 wall planes |x|, |y| <= bin_half. Objects start
+    on a lattice of `side` x `side` per layer (side = ceil(sqrt(n / 4)) by default, so about 4
+    layers whatever n: the pile's depth, and so the contacts per object, do not grow with n)
+    with centre spacing `spacing`, filled layer by layer from the bottom (the top layer may
+    be partial), each position jittered uniformly by ±`jitter` in x and y (seeded), so the
+    objects do not fall as a perfect lattice.
+
+    Args:
+      n: number of objects.
+      radius: sphere radius, or cube half edge with shape="box", m.
+      bin_half: half width of the bin, m. Default: the lattice's half width + radius.
+      seed: seed of the jitter (NumPy `default_rng`).
+      shape: "sphere" or "box".
+      mass: mass of each object, kg.
+      spacing: lattice centre spacing, m (default 2.2 radius; boxes start axis-aligned, so
+        2.2 half edges leave them 0.2 half edge apart too).
+      base_height: z of the lowest layer's centres, m (default 1.5 radius: objects start
+        half a radius above the ground, "placed near the ground").
+      jitter: horizontal jitter amplitude, m (default 0.05 radius).
+      per_layer_side: objects per lattice row (default as above).
+      drop_speed: initial downward speed of every object, m/s.
+      dt, gravity, stiffness, damping, friction: as for `Scene` (every surface).
+
+    `scene.info`: {"objects", "planes", "bin_half", "side", "layers", "spacing"}.
+    """
+    if shape not in ("sphere", "box"):
+        raise ValueError(f"shape must be 'sphere' or 'box', got {shape!r}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    spacing = 2.2 * radius if spacing is None else float(spacing)
+    base = 1.5 * radius if base_height is None else float(base_height)
+    jitter = 0.05 * radius if jitter is None else float(jitter)
+    side, layers = pile_layout(n, per_layer_side)
+    half_lattice = 0.5 * (side - 1) * spacing
+    bin_half = half_lattice + radius + max(jitter, 0.1 * radius) if bin_half is None \
+        else float(bin_half)
+    if bin_half < half_lattice + radius + jitter:
+        raise ValueError(f"bin_half {bin_half!r} is too small for a {side} x {side} lattice "
+                         f"of spacing {spacing:g} (needs > {half_lattice + radius + jitter:g})")
+    scene = Scene(dt=dt, gravity=gravity, friction=friction, stiffness=stiffness,
+                  damping=damping)
+    planes = [scene.add_plane((0.0, 0.0, 1.0), 0.0)]
+    for normal in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0)):
+        planes.append(scene.add_plane(normal, -bin_half))
+    rng = np.random.default_rng(seed)
+    objects = []
+    for k in range(n):
+        layer, rest = divmod(k, side * side)
+        row, col = divmod(rest, side)
+        dx, dy = rng.uniform(-jitter, jitter, size=2)
+        pos = (col * spacing - half_lattice + dx, row * spacing - half_lattice + dy,
+               base + layer * spacing)
+        vel = (0.0, 0.0, -float(drop_speed))
+        if shape == "sphere":
+            objects.append(scene.add_sphere(radius, mass, pos=pos, vel=vel))
+        else:
+            objects.append(scene.add_box(radius, mass, pos=pos, vel=vel))
+    scene.info = {"objects": objects, "planes": planes, "bin_half": bin_half, "side": side,
+                  "layers": layers, "spacing": spacing}
+    return scene
+
+
+# --- ADD S2: contact points per edge -----------------------------------------------------------
+
+def cube_surface_grid(n_per_edge, half):
+    """All points of an n x n x n lattice of the cube [-half, half]³ that lie on its surface:
+    n³ - (n - 2)³ points (8 for n = 2, 56 for n = 4, 488 for n = 10); each face holds n²."""
+    if n_per_edge < 2:
+        raise ValueError(f"n_per_edge must be >= 2, got {n_per_edge!r}")
+    g = np.linspace(-half, half, n_per_edge)
+    pts = np.array(list(itertools.product(g, g, g)))
+    on_surface = np.isclose(np.abs(pts).max(axis=1), half)
+    return pts[on_surface]
+
+
+def contact_point_cube(n_per_edge, *, half=0.1, mass=1.0, stiffness0=1e4, damping0=None,
+                       scale=True, height=None, vel=(0.0, 0.0, -1.0), dt=1e-4,
+                       gravity=(0.0, 0.0, -G), friction=0.5) -> Scene:
+    """A cube whose contact points are an n x n grid on every face, over the ground (ADD S2).
+
+    ADD supplement, "Number of contact points": with fixed penalties more contact points
+    make the response stiffer; scaling k_n,N = k_n,0 / N², k_d,N = k_d,0 / N² (N points per
+    edge) by the area each point represents keeps the total force, and the restitution,
+    constant (their Fig. 4, for N = 2, 4, 10).
+
+    The cube is a convex mesh body (`add_mesh`). `add_mesh` keeps only the hull's vertices
+    (`models.mass.convex_hull` drops points inside faces and edges, so a grid would give the 8
+    corners); the builder therefore adds the mesh from the 8 corners (same hull, mass and
+    inertia) and then replaces the mesh's contact points by the whole surface grid, mapped
+    into the mesh's principal frame exactly as `add_mesh` maps hull vertices. This writes the
+    builder's private mesh record; see the module notes.
+
+    Per-point parameters: k = stiffness0 / n², k_d = damping0 / n² with `scale`, else
+    stiffness0 and damping0 per point. The ground plane gets the same k and k_d as the cube:
+    pair stiffness is the harmonic combination 2 a b / (a + b) (`geometry.pair_parameters`),
+    which is a for a = b but tends to 2 a against a much stiffer plane; damping is the mean.
+    With equal values the per-point pair values are exactly k and k_d (the scene holds only
+    this cube, so matching the ground to it is exact). Resting flat, n² points carry m g:
+    penetration m g / (n² k), = m g / stiffness0 for every n when scaled.
+
+    Args:
+      n_per_edge: grid points per cube edge (>= 2).
+      half: half edge, m.
+      mass: kg.
+      stiffness0, damping0: nominal k_n,0 (N/m) and k_d,0 (N s/m). damping0 defaults to the
+        value giving restitution 0.5 for the total (scaled) contact, stiffness0 and `mass`
+        (`jc.restitution_to_damping`, ADD Eq. 22).
+      scale: divide both by n² (the paper's scaling).
+      height: initial gap between the lowest face and the ground, m (default 1 mm); the
+        cube starts flat (axis-aligned).
+      vel: initial velocity, m/s.
+      dt, gravity, friction: as for `Scene`. The small default Δt = 1e-4 s lets the contact
+        (lasting π sqrt(m / k_total) = 31 ms at the defaults) span hundreds of steps.
+
+    `scene.info`: {"cube", "ground", "points" (contact points), "stiffness", "damping"
+    (per point)}.
+    """
+    from jaxcontact.models.contact import restitution_to_damping
+
+    n = int(n_per_edge)
+    grid = cube_surface_grid(n, half)
+    if damping0 is None:
+        damping0 = float(restitution_to_damping(0.5, stiffness0, mass))
+    factor = 1.0 / n ** 2 if scale else 1.0
+    k, kd = stiffness0 * factor, damping0 * factor
+    gap = 1e-3 if height is None else float(height)
+    scene = Scene(dt=dt, gravity=gravity, friction=friction, stiffness=k, damping=kd)
+    ground = scene.add_plane()
+    corners = np.array(list(itertools.product((-half, half), repeat=3)))
+    cube = scene.add_mesh(corners, mass, pos=(0.0, 0.0, half + gap), vel=vel)
+    record = scene._meshes[scene._bodies[cube]["mesh"]]
+    _, com, _, axes = mass_properties.convex_mesh(mass_properties.convex_hull(corners)[0], 1.0)
+    local = (grid - com) @ axes
+    # the grid points lie on the hull: on its face planes, none outside
+    outside = np.max(local @ record["planes"][:, :3].T - record["planes"][:, 3], axis=1)
+    assert np.all(np.abs(outside) < 1e-9 * max(half, 1.0)), "grid points must be on the hull"
+    record["vertices"] = local
+    scene.info = {"cube": cube, "ground": ground, "points": len(grid), "stiffness": k,
+                  "damping": kd}
+    return scene
+
+
+# --- legged robot ------------------------------------------------------------------------------
+# Reserved: the lead adds the legged-robot builder here (e.g. `legged_robot(...) -> Scene`),
+# following the conventions above: keyword-only parameters with the paper's values as
+# defaults, an unbuilt Scene returned, indices in `scene.info`.

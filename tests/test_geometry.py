@@ -1,0 +1,352 @@
+"""Shapes, contact points and the broad phase, against closed forms.
+
+Kinematics: the gap, normal and point of each shape pairing (`models.geometry`) at placed
+poses, where the distance is known exactly. Physics: resting penetration of box on box,
+sphere on box, a mesh cube and a sphere on a heightfield obstacle, and a capsule rolling.
+Broad phase: the sweep finds exactly the overlapping bounding spheres that brute force finds,
+and a pile simulated with it equals the all-pairs simulation.
+"""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcontact as jc
+from jaxcontact.models import broad_phase as bp
+from jaxcontact.models.geometry import candidates, contact_frame, segment_closest
+
+G = 9.81
+
+
+def _frame(scene, **build):
+    model, state = scene.build(dtype=jnp.float64, **build)
+    cand = candidates(model, state)
+    frame = contact_frame(model, cand, state.pos, state.quat)
+    return model, state, frame, cand
+
+
+def _rows_between(frame, a, b):
+    sel = (np.asarray(frame.body_a) == a) & (np.asarray(frame.body_b) == b)
+    return (np.asarray(frame.gap)[sel], np.asarray(frame.normal)[sel],
+            np.asarray(frame.point)[sel])
+
+
+# --- kinematics -----------------------------------------------------------------------------
+
+def test_box_on_box_corner_rows_measure_the_face_distance():
+    scene = jc.Scene()
+    scene.add_box(0.1, 1.0, (0.0, 0.0, 0.0), rounding=0.01)
+    scene.add_box(0.1, 1.0, (0.0, 0.0, 0.2 - 1e-3), rounding=0.01)  # 1 mm overlap
+    _, _, frame, _ = _frame(scene)
+    gap, normal, point = _rows_between(frame, 0, 1)
+    assert gap.shape == (16,)  # 8 corners of each box against the other
+    face = np.argsort(gap)[:8]  # the 4 + 4 corners of the two facing faces
+    np.testing.assert_allclose(gap[face], -1e-3, atol=1e-12)
+    # the far faces: core height 0.18 + overlap-corrected face distance - both roundings
+    np.testing.assert_allclose(np.sort(gap)[8:], 0.2 - 1e-3 - 2 * 0.01, atol=1e-12)
+    # normals from b (upper box) into a (lower box): -z
+    np.testing.assert_allclose(normal[face], np.tile([0.0, 0.0, -1.0], (8, 1)), atol=1e-12)
+    np.testing.assert_allclose(point[face][:, 2], 0.1 - 5e-4, atol=1e-12)
+
+
+def test_aligned_stack_corner_on_edge_is_found():
+    # equal boxes exactly on top of each other: every corner sits on the other's edge, where
+    # an unrounded box distance has no unique face; the rounding keeps the normal vertical
+    scene = jc.Scene()
+    scene.add_box(0.1, 1.0, (0.0, 0.0, 0.0))
+    scene.add_box(0.1, 1.0, (0.0, 0.0, 0.2 - 2e-4))
+    _, _, frame, _ = _frame(scene)
+    gap, normal, _ = _rows_between(frame, 0, 1)
+    face = np.argsort(gap)[:8]
+    np.testing.assert_allclose(gap[face], -2e-4, atol=1e-12)
+    np.testing.assert_allclose(np.abs(normal[face][:, 2]), 1.0, atol=1e-12)
+
+
+def test_sphere_against_box_face_edge_and_corner():
+    h, r = 0.1, 0.05
+    for centre, expected_gap, expected_normal in (
+            ((0.03, 0.02, h + r - 1e-3), -1e-3, (0, 0, 1)),                     # face
+            ((h + 0.02, 0.0, h + 0.03), math.hypot(0.02, 0.03) - r,
+             (0.02, 0.0, 0.03)),                                                # edge
+            ((h + 0.01, h + 0.02, h + 0.02), math.sqrt(0.0009) - r, (1, 2, 2))):  # corner
+        scene = jc.Scene()
+        scene.add_sphere(r, 1.0, centre)
+        scene.add_box(h, 1.0, (0.0, 0.0, 0.0), rounding=0.0)
+        _, _, frame, _ = _frame(scene)
+        gap, normal, _ = _rows_between(frame, 0, 1)
+        n = np.asarray(expected_normal, float)
+        np.testing.assert_allclose(gap, [expected_gap], atol=1e-12)
+        np.testing.assert_allclose(normal[0], n / np.linalg.norm(n), atol=1e-12)
+
+
+def test_rounded_box_is_a_minkowski_sum():
+    # a sphere over a rounded box's corner: distance to the inner box corner minus both radii
+    h, rho, r = 0.1, 0.02, 0.05
+    centre = np.array([h + 0.03, h + 0.03, h + 0.03])
+    scene = jc.Scene()
+    scene.add_sphere(r, 1.0, centre)
+    scene.add_box(h, 1.0, (0.0, 0.0, 0.0), rounding=rho)
+    _, _, frame, _ = _frame(scene)
+    gap, _, _ = _rows_between(frame, 0, 1)
+    np.testing.assert_allclose(gap, [np.linalg.norm(centre - (h - rho)) - rho - r], atol=1e-12)
+
+
+def test_capsules_crossed_and_parallel():
+    r = 0.03
+    half_turn_x = (math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0)  # z axis -> -y axis
+    half_turn_y = (math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0)  # z axis -> x axis
+    scene = jc.Scene()
+    scene.add_capsule(r, 0.2, 1.0, (0.0, 0.0, 0.0), quat=half_turn_y)
+    scene.add_capsule(r, 0.2, 1.0, (0.05, 0.07, 2 * r - 1e-3), quat=half_turn_x)  # crossed
+    _, _, frame, _ = _frame(scene)
+    gap, normal, point = _rows_between(frame, 0, 1)
+    np.testing.assert_allclose(gap, [-1e-3], atol=1e-12)
+    np.testing.assert_allclose(normal[0], [0.0, 0.0, -1.0], atol=1e-12)
+    np.testing.assert_allclose(point[0], [0.05, 0.0, r - 5e-4], atol=1e-12)
+    # parallel, overlapping over x in [0.1, 0.2]: the point is the middle of the overlap
+    scene = jc.Scene()
+    scene.add_capsule(r, 0.2, 1.0, (0.0, 0.0, 0.0), quat=half_turn_y)
+    scene.add_capsule(r, 0.1, 1.0, (0.2, 0.0, 2 * r), quat=half_turn_y)
+    _, _, frame, _ = _frame(scene)
+    gap, _, point = _rows_between(frame, 0, 1)
+    np.testing.assert_allclose(gap, [0.0], atol=1e-12)
+    np.testing.assert_allclose(point[0][0], 0.15, atol=1e-12)
+
+
+def test_segment_closest_points_against_brute_force():
+    rng = np.random.default_rng(0)
+    grid = np.linspace(0.0, 1.0, 401)
+    for _ in range(20):
+        sa, da, sb, db = rng.normal(size=(4, 3))
+        s, t = segment_closest(*(jnp.asarray(x) for x in (sa, da, sb, db)))
+        dist = np.linalg.norm((sa + grid[:, None, None] * da) - (sb + grid[None, :, None] * db),
+                              axis=-1)
+        best = dist.min()
+        got = np.linalg.norm(sa + float(s) * da - sb - float(t) * db)
+        assert got <= best + 1e-12 and got >= best - 1e-2
+
+
+def test_capsule_mesh_and_obstacle_against_planes():
+    scene = jc.Scene()
+    scene.add_plane()
+    tilt = 0.3
+    scene.add_capsule(0.05, 0.2, 1.0, (0.0, 0.0, 0.5),
+                      quat=(math.cos(tilt / 2), math.sin(tilt / 2), 0.0, 0.0))
+    tetra = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0], [0.0, 0.3, 0.0], [0.0, 0.0, 0.3]])
+    scene.add_mesh(tetra, 1.0, (2.0, 0.0, 0.01))
+    model, _, frame, _ = _frame(scene)
+    gap, _, _ = _rows_between(frame, 0, -1)
+    ends = 0.5 + np.array([-1, 1]) * 0.2 * math.cos(tilt) - 0.05
+    np.testing.assert_allclose(np.sort(gap), np.sort(ends), atol=1e-12)
+    gap, normal, _ = _rows_between(frame, 1, -1)
+    np.testing.assert_allclose(np.sort(gap), [0.01, 0.01, 0.01, 0.31], atol=1e-12)
+    np.testing.assert_allclose(normal, np.tile([0.0, 0.0, 1.0], (4, 1)), atol=1e-15)
+    # the mesh body's frame is its centre of mass
+    np.testing.assert_allclose(model.body.mass[1], 1.0)
+
+
+def _flat_terrain(height):
+    heights = np.full((9, 9), height)
+    return jc.sdf.from_heightfield(heights, 0.25, origin=(-1.0, -1.0))
+
+
+def test_sphere_against_heightfield_obstacle():
+    scene = jc.Scene()
+    scene.add_obstacle(_flat_terrain(0.1))
+    scene.add_sphere(0.05, 1.0, (0.1, 0.2, 0.16))
+    _, _, frame, _ = _frame(scene)
+    gap, normal, _ = _rows_between(frame, 0, -1)
+    np.testing.assert_allclose(gap, [0.01], atol=1e-9)
+    np.testing.assert_allclose(normal, [[0.0, 0.0, 1.0]], atol=1e-9)
+
+
+# --- physics --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def resting():
+    """Box on box, sphere on box, mesh cube and a sphere on a terrain, settled."""
+    k, m = 1e5, 1.0
+    scene = jc.Scene(dt=0.002, stiffness=k, damping=200.0)
+    scene.add_plane()
+    scene.add_box(0.1, m, (0.0, 0.0, 0.1))
+    scene.add_box(0.1, m, (0.0, 0.0, 0.3))
+    scene.add_box(0.2, m, (1.0, 0.0, 0.2))
+    scene.add_sphere(0.05, m, (1.0, 0.0, 0.45))  # centred: the box below stays level
+    cube = np.array(list(itertools.product((-0.1, 0.1), repeat=3)))
+    scene.add_mesh(cube, m, (3.0, 0.0, 0.1))
+    terrain = jc.Scene(dt=0.002, stiffness=k, damping=200.0)
+    terrain.add_obstacle(_flat_terrain(0.1))
+    terrain.add_sphere(0.05, m, (0.0, 0.0, 0.15))
+    out = []
+    for sc in (scene, terrain):
+        model, state = sc.build(dtype=jnp.float64)
+        final, _, info = jc.rollout(model, state, steps=400, return_info=True)
+        assert bool(jnp.all(info.converged))
+        out.append(final)
+    return k, m, out
+
+
+def test_box_on_box_resting_penetration(resting):
+    k, m, (final, _) = resting
+    z = np.asarray(final.pos[:, 2])
+    low = 2 * m * G / (4 * k)     # 4 rounded corners carry both boxes
+    pair = m * G / (8 * k)        # equal faces: 4 corners of each box against the other
+    np.testing.assert_allclose(z[0], 0.1 - low, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(z[1], 0.3 - low - pair, rtol=0, atol=1e-8)
+
+
+def test_sphere_on_box_and_mesh_cube_resting_penetration(resting):
+    k, m, (final, _) = resting
+    z = np.asarray(final.pos[:, 2])
+    low = 2 * m * G / (4 * k)
+    np.testing.assert_allclose(z[3], 0.4 - low + 0.05 - m * G / k, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(final.pos[3, :2]), [1.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(z[4], 0.1 - m * G / (4 * k), atol=1e-8)  # 4 bottom vertices
+
+
+def test_sphere_rests_on_heightfield(resting):
+    k, m, (_, final) = resting
+    np.testing.assert_allclose(float(final.pos[0, 2]), 0.15 - m * G / k, atol=1e-8)
+
+
+def test_capsule_slides_then_rolls():
+    # lying along y, pushed along x: friction turns sliding into rolling about the axis at
+    # v = v0 m r² / (m r² + I_axis) (angular momentum about the contact line is conserved)
+    r, half, m, v0 = 0.05, 0.1, 1.0, 1.0
+    scene = jc.Scene(dt=0.001, friction=0.5, stiffness=1e6, damping=2e3)
+    scene.add_plane()
+    along_y = (math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0)
+    scene.add_capsule(r, half, m, (0.0, 0.0, r - m * G / 2e6), quat=along_y, vel=(v0, 0, 0))
+    model, state = scene.build(dtype=jnp.float64)
+    final, _, info = jc.rollout(model, state, steps=300, return_info=True)
+    assert bool(jnp.all(info.converged))
+    inertia_axis = float(model.body.inertia[0, 2])
+    expected = v0 * m * r * r / (m * r * r + inertia_axis)
+    np.testing.assert_allclose(float(final.vel[0, 0]), expected, rtol=2e-3)
+    # rolling without slip: v = ω r about the capsule axis (world y)
+    np.testing.assert_allclose(float(final.ang_vel[0, 1]) * r, expected, rtol=2e-3)
+
+
+# --- broad phase ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sweep_finds_exactly_the_overlapping_pairs(seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    centre = rng.uniform(-1.0, 1.0, size=(n, 3)) * np.array([1.0, 0.3, 0.3])
+    radius = rng.uniform(0.02, 0.15, size=n)
+    i, j, hit, overflow = bp.sweep(jnp.asarray(centre), jnp.asarray(radius), n)
+    found = {tuple(sorted(p)) for p, h in zip(zip(np.asarray(i), np.asarray(j)),
+                                              np.asarray(hit)) if h}
+    dist = np.linalg.norm(centre[:, None] - centre[None], axis=-1)
+    brute = {(a, b) for a, b in itertools.combinations(range(n), 2)
+             if dist[a, b] <= radius[a] + radius[b]}
+    assert found == brute and not bool(overflow)
+    # a window too small for this density reports overflow (never a silent drop)
+    *_, small = bp.sweep(jnp.asarray(centre), jnp.asarray(radius), 1)
+    assert bool(small)
+
+
+@pytest.fixture(scope="module")
+def pile():
+    scene = jc.Scene(dt=0.002, stiffness=1e5, damping=50.0)
+    scene.add_plane()
+    rng = np.random.default_rng(3)
+    for x, y, z in itertools.product(range(4), range(3), range(2)):
+        jitter = rng.uniform(-0.01, 0.01, size=3)
+        pos = np.array([0.11 * x, 0.11 * y, 0.06 + 0.11 * z]) + jitter
+        if (x + y + z) % 3:
+            scene.add_sphere(0.05, 1.0, pos, vel=(0.3 * (x - 1.5), 0.0, 0.0))
+        else:
+            scene.add_box(0.04, 1.0, pos)
+    return scene
+
+
+def test_broad_phase_pile_equals_all_pairs(pile):
+    runs = {}
+    for mode in ("all_pairs", "sweep"):
+        model, state = pile.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode=mode))
+        runs[mode] = jc.rollout(model, state, steps=60, return_info=True)
+        assert (model.table.broad_phase is None) == (mode == "all_pairs")
+    (fa, _, ia), (fs, _, is_) = runs["all_pairs"], runs["sweep"]
+    assert not bool(jnp.any(is_.overflow))
+    assert int(jnp.max(ia.active_contacts)) > 10  # the pile does touch
+    np.testing.assert_allclose(np.asarray(fs.pos), np.asarray(fa.pos), atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(is_.active_contacts), np.asarray(ia.active_contacts))
+
+
+def test_broad_phase_capacity_overflow_is_reported(pile):
+    model, state = pile.build(dtype=jnp.float64,
+                              broad_phase=jc.BroadPhase(mode="sweep", capacity=1))
+    _, info = jc.step(model, state)
+    assert bool(info.overflow)
+
+
+# --- gradients at the edge of contact -------------------------------------------------------
+
+def _drop_loss(scene_fn):
+    def loss(vz):
+        model, state = scene_fn().build(dtype=jnp.float64)
+        state = state.replace(vel=state.vel.at[-1, 2].set(vz))
+        final, _ = jc.rollout(model, state, steps=5)
+        return final.pos[-1, 2] + 0.1 * final.pos[-1, 0]
+    return loss
+
+
+@pytest.mark.parametrize("shape", ["box", "capsule"])
+def test_finite_gradient_when_shapes_just_touch(shape):
+    def scene():
+        sc = jc.Scene(dt=0.002, stiffness=1e5)
+        if shape == "box":
+            sc.add_box(0.1, 1.0, (0.0, 0.0, 0.0))
+            sc.add_box(0.1, 1.0, (0.03, 0.0, 0.2))          # faces exactly touching
+        else:
+            sc.add_capsule(0.05, 0.2, 1.0, (0.0, 0.0, 0.0))
+            sc.add_capsule(0.05, 0.2, 1.0, (0.0, 0.0, 0.5))  # ends exactly touching
+        return sc
+    loss = _drop_loss(scene)
+    g = jax.grad(loss)(-0.05)
+    assert np.isfinite(float(g))
+    eps = 1e-6
+    fd = (loss(-0.05 + eps) - loss(-0.05 - eps)) / (2 * eps)
+    np.testing.assert_allclose(float(g), float(fd), rtol=1e-5, atol=1e-9)
+
+
+# --- validation -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call,name", [
+    (lambda s: s.add_capsule(-0.1, 0.2, 1.0), "radius"),
+    (lambda s: s.add_capsule(0.1, 0.0, 1.0), "half_length"),
+    (lambda s: s.add_box(0.1, 1.0, rounding=0.1), "rounding"),
+    (lambda s: s.add_box(0.1, 1.0, density=1000.0), "mass and density"),
+    (lambda s: s.add_sphere(0.1), "mass and density"),
+    (lambda s: s.add_mesh(np.zeros((4, 3)), 1.0), "vertices"),
+    (lambda s: s.add_mesh([[0, 0], [1, 1]], 1.0), "vertices"),
+    (lambda s: s.add_obstacle(np.zeros((4, 4, 4))), "grid"),
+])
+def test_bad_shapes_raise(call, name):
+    with pytest.raises(ValueError, match=name):
+        call(jc.Scene())
+
+
+@pytest.mark.parametrize("kwargs,name", [
+    ({"mode": "octree"}, "mode"), ({"window": 0}, "window"), ({"capacity": -1}, "capacity"),
+    ({"margin": -0.1}, "margin"),
+])
+def test_bad_broad_phase_raises(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        jc.BroadPhase(**kwargs)
+
+
+def test_density_gives_mass_from_shape():
+    scene = jc.Scene()
+    scene.add_box((0.1, 0.2, 0.3), density=500.0)
+    scene.add_capsule(0.1, 0.2, density=1000.0)
+    model, _ = scene.build(dtype=jnp.float64)
+    np.testing.assert_allclose(float(model.body.mass[0]), 500.0 * 0.2 * 0.4 * 0.6, rtol=1e-12)
+    capsule = 1000.0 * (math.pi * 0.01 * 0.4 + 4 / 3 * math.pi * 0.001)
+    np.testing.assert_allclose(float(model.body.mass[1]), capsule, rtol=1e-12)

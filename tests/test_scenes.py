@@ -1,0 +1,187 @@
+"""The ready-made scenes of `jaxcontact.scenes`: structure counts and resting closed forms.
+
+Compiles three small programs (a 3-box stack, a 12-sphere pile, a 3-per-edge contact-point
+cube); counts and static force balances are evaluated eagerly.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcontact as jc
+from jaxcontact import scenes
+from jaxcontact.math import quat_rotate
+from jaxcontact.models import geometry
+
+G = 9.81
+
+
+@functools.partial(jax.jit, static_argnames="steps")
+def _rollout(model, state, steps):
+    return jc.rollout(model, state, steps=steps, return_info=True)
+
+
+def _rows_by_pairing(model):
+    """Contact rows against the world and between bodies."""
+    world = sum(geometry.proxy_count(model, g.shape) * len(g.body) for g in model.table.world)
+    return world, geometry.n_rows(model) - world
+
+
+# --- counts --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_spring_chain_counts(n):
+    scene = scenes.spring_chain(n)
+    model, state = scene.build()
+    assert model.n_body == n
+    assert len(model.spring.body_a) == 2 * n                   # two springs per junction
+    assert model.spring.body_b[:2] == (-1, -1)                 # the first link hangs from the world
+    assert _rows_by_pairing(model) == (8 * n, 0)               # 8 corners vs ground, no pairs
+    np.testing.assert_allclose(model.plane.stiffness, [1e3])   # ADD S1 ground
+    np.testing.assert_allclose(model.geom.damping, 1e-3)
+    np.testing.assert_allclose(model.geom.friction, 0.5)
+    np.testing.assert_allclose(model.dt, 1 / 500)
+    # every spring starts at its rest length (the chain is released unstretched)
+    a = state.pos[np.asarray(model.spring.body_a)] + jax.vmap(quat_rotate)(
+        state.quat[np.asarray(model.spring.body_a)], model.spring.anchor_a)
+    b_idx = np.asarray(model.spring.body_b)
+    b = jnp.where((b_idx >= 0)[:, None], state.pos[np.maximum(b_idx, 0)] + jax.vmap(
+        quat_rotate)(state.quat[np.maximum(b_idx, 0)], model.spring.anchor_b),
+        model.spring.anchor_b)
+    np.testing.assert_allclose(jnp.linalg.norm(a - b, axis=1), model.spring.rest_length,
+                               atol=1e-12)
+
+
+def test_spring_chain_self_collision_counts():
+    model, _ = scenes.spring_chain(4, self_collision=True).build()
+    assert _rows_by_pairing(model) == (32, 6 * 16)              # 6 box pairs, 16 points each
+
+
+def test_box_stack_counts():
+    model, state = scenes.box_stack(3).build()
+    assert model.n_body == 3 and len(model.spring.body_a) == 0
+    assert _rows_by_pairing(model) == (3 * 8, 3 * 16)
+    np.testing.assert_allclose(state.pos[:, 2], [0.1, 0.3, 0.5])
+
+
+@pytest.mark.parametrize("shape, per_object, per_pair", [("sphere", 1, 1), ("box", 8, 16)])
+def test_sphere_pile_counts_and_layout(shape, per_object, per_pair):
+    scene = scenes.sphere_pile(20, shape=shape)
+    model, state = scene.build()
+    info = scene.info
+    assert model.n_body == 20 and model.plane.offset.shape == (5,)
+    assert model.table.broad_phase is not None                 # 190 pairs > 128: sort and sweep
+    capacity = 6 * 20                                          # BroadPhase default, 6 per body
+    assert _rows_by_pairing(model) == (20 * 5 * per_object, capacity * per_pair)
+    assert (info["side"], info["layers"]) == (3, 3)
+    r, half = 0.05, info["bin_half"]
+    assert np.all(np.abs(np.asarray(state.pos[:, :2])) < half - r)
+    assert np.all(np.asarray(state.pos[:, 2]) >= 1.5 * r - 1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 4, 10])
+def test_contact_point_cube_counts(n):
+    scene = scenes.contact_point_cube(n, stiffness0=1e4, damping0=40.0)
+    model, _ = scene.build()
+    points = n ** 3 - (n - 2) ** 3                             # the cube's surface grid
+    assert scene.info["points"] == points == model.mesh.count[0]
+    assert geometry.n_rows(model) == points
+    np.testing.assert_allclose(model.geom.stiffness, [1e4 / n ** 2])
+    np.testing.assert_allclose(model.plane.stiffness, [1e4 / n ** 2])
+    np.testing.assert_allclose(model.geom.damping, [40.0 / n ** 2])
+    # mass and inertia are the solid cube's, whatever the contact points
+    np.testing.assert_allclose(model.body.mass, [1.0])
+    np.testing.assert_allclose(model.body.inertia, [[1.0 * 0.2 ** 2 / 6] * 3], rtol=1e-12)
+    unscaled, _ = scenes.contact_point_cube(n, stiffness0=1e4, damping0=40.0,
+                                            scale=False).build()
+    np.testing.assert_allclose(unscaled.geom.stiffness, [1e4])
+
+
+def test_cube_grid_points_lie_on_the_hull():
+    """The grid points all lie on the cube's faces: each face plane holds n² of them."""
+    model, state = scenes.contact_point_cube(4).build()
+    verts, planes = np.asarray(model.mesh.vertices[0]), np.asarray(model.mesh.planes[0])
+    signed = verts @ planes[:, :3].T - planes[:, 3]             # (V, F), <= 0 inside
+    np.testing.assert_allclose(signed.max(axis=1), 0.0, atol=1e-12)
+    np.testing.assert_array_equal(np.sum(np.abs(signed) < 1e-12, axis=0), [16] * 6)
+
+
+# --- resting contact -----------------------------------------------------------------------------
+
+def test_box_stack_rests_at_closed_form_penetrations():
+    """Ground: 4 corners share n m g; cube on cube: 8 points (4 corners of each) share the
+    weight above."""
+    n, half, mass, k = 3, 0.1, 1.0, 1e5
+    model, state = scenes.box_stack(n, half=half, mass=mass, stiffness=k).build()
+    final, _, info = _rollout(model, state, 300)
+    assert bool(jnp.all(info.converged))
+    assert float(jnp.max(jnp.abs(final.vel))) < 1e-8
+    z = np.asarray(final.pos[:, 2])
+    measured = np.r_[half - z[0], 2 * half - np.diff(z)]
+    np.testing.assert_allclose(measured, scenes.stack_rest_penetrations(n, mass, k), rtol=1e-4)
+    # the rows in contact: 4 against the ground, 8 per box-box face contact
+    frame = geometry.contact_frame(model, geometry.candidates(model, final), final.pos,
+                                   final.quat)
+    assert int(jnp.sum(frame.gap < 0)) == 4 + 8 * (n - 1)
+    assert int(info.active_contacts[-1]) == 4 + 8 * (n - 1)
+
+
+def test_sphere_pile_settles_inside_the_bin():
+    """12 spheres (2 x 2 x 3 lattice) through the sort-and-sweep broad phase.
+
+    pseudo_huber friction: with the default huber law dense Newton stagnates at residuals of
+    0.1-1 m/s on about a quarter of a 20-sphere pile's steps; with pseudo_huber a few steps
+    (4.5 % here) still end at the 12-iteration cap. Only the fraction is checked."""
+    scene = scenes.sphere_pile(12, seed=1)
+    model, state = scene.build(contact=jc.Contact(friction="pseudo_huber"),
+                               broad_phase=jc.BroadPhase(mode="sweep"))
+    assert model.table.broad_phase is not None
+    final, _, info = _rollout(model, state, 200)
+    r, half = 0.05, scene.info["bin_half"]
+    assert not bool(jnp.any(info.overflow))
+    assert float(jnp.mean(info.converged)) >= 0.9
+    pos = np.asarray(final.pos)
+    assert np.all(np.abs(pos[:, :2]) <= half - r + 1e-3)
+    assert np.all(pos[:, 2] >= r - 1e-3)
+    assert float(jnp.max(info.max_penetration)) < 2e-3
+    assert int(info.active_contacts[-1]) >= 12               # every sphere rests on something
+    # nearly settled after 0.4 s: measured |v_z| <= 0.010 m/s, a few spheres still roll
+    # sideways at up to 0.06 m/s (rolling has no resistance)
+    assert float(jnp.max(jnp.abs(final.vel[:, 2]))) < 0.02
+    assert float(jnp.max(jnp.abs(final.vel[:, :2]))) < 0.1
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 10])
+@pytest.mark.parametrize("scale", [True, False])
+def test_contact_point_cube_static_force_balance(n, scale):
+    """Lowered flat by m g / (n² k) (k per point), the n² bottom points carry exactly m g: with
+    scaling that depth is m g / k0 for every n."""
+    mass, k0 = 1.0, 1e4
+    scene = scenes.contact_point_cube(n, mass=mass, stiffness0=k0, scale=scale)
+    model, state = scene.build()
+    k = scene.info["stiffness"]
+    depth = mass * G / (n ** 2 * k)
+    if scale:
+        np.testing.assert_allclose(depth, mass * G / k0, rtol=1e-12)
+    pos = state.pos.at[0, 2].set(0.1 - depth)
+    cand = geometry.candidates(model, state.replace(pos=pos))
+    frame = geometry.contact_frame(model, cand, pos, state.quat)
+    _, stiffness, _ = geometry.pair_parameters(model, cand)
+    np.testing.assert_allclose(stiffness, k, rtol=1e-12)       # harmonic of equal values
+    force = jnp.sum(stiffness * jnp.maximum(-frame.gap, 0.0) * frame.normal[:, 2])
+    np.testing.assert_allclose(force, mass * G, rtol=1e-9)
+    assert int(jnp.sum(frame.gap < 0)) == n ** 2
+
+
+def test_contact_point_cube_settles_at_the_scaled_depth():
+    n, mass, k0 = 3, 1.0, 1e4
+    model, state = scenes.contact_point_cube(n, mass=mass, stiffness0=k0, vel=(0, 0, 0),
+                                             height=0.0, dt=1e-3).build()
+    final, _, info = _rollout(model, state, 600)
+    assert bool(jnp.all(info.converged))
+    np.testing.assert_allclose(0.1 - final.pos[0, 2], mass * G / k0, rtol=1e-6)
+    np.testing.assert_allclose(info.max_penetration[-1], mass * G / k0, rtol=1e-6)
+    assert int(info.active_contacts[-1]) == n ** 2
