@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact.models.contact import Contact
-from jaxcontact.math import quat_rotate
+from jaxcontact.math import quat_rotate, quat_to_mat
 from jaxcontact.solvers import SOLVERS, check_solver
 from jaxcontact.solvers.newton import Newton
-from jaxcontact.types import (Body, ContactParams, ContactTable, Geom, Model, Plane, Shape,
-                              Spring, State)
+from jaxcontact.types import (JOINT_KINDS, Body, ContactParams, ContactTable, Geom, Joint, Model,
+                              Motor, Plane, Shape, Spring, State)
 
 _QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
 _BOX_CORNERS = tuple(itertools.product((-1, 1), repeat=3))
@@ -78,6 +78,11 @@ class Scene:
         self._bodies: list[dict] = []
         self._planes: list[dict] = []
         self._springs: list[dict] = []
+        self._joints: list[dict] = []
+        self._motors: list[dict] = []
+        # body pairs (min, max) joined by a joint with collide=False: contact between them is
+        # to be left out of the candidate table
+        self._no_collide: set[tuple[int, int]] = set()
 
     # --- validation helpers ---
     def _surface(self, friction, stiffness, damping):
@@ -151,13 +156,7 @@ class Scene:
           rest_length: L >= 0, m. Default: the current distance of the two points. 0 makes a
             soft ball joint.
         """
-        n = len(self._bodies)
-        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1)):
-            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
-                    low <= index < n):
-                raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
-        if body_a == body_b:
-            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+        self._check_pair(body_a, body_b)
         k = _number("stiffness", stiffness, positive=True)
         anchor_a = _vector("anchor_a", anchor_a, 3)
         world_a = self._world_point(body_a, anchor_a)
@@ -171,6 +170,131 @@ class Scene:
                               "anchor_b": anchor_b, "stiffness": k,
                               "rest_length": _number("rest_length", rest_length, low=0)})
         return len(self._springs) - 1
+
+    def _check_pair(self, body_a, body_b):
+        n = len(self._bodies)
+        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1)):
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
+                    low <= index < n):
+                raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
+        if body_a == body_b:
+            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+
+    def add_joint(self, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
+                  damping=0.0, limit=None, limit_stiffness=None, rest_length=None,
+                  collide=False, angular_stiffness=None, anchor_b=None) -> int:
+        """Add a soft joint (ADD §5.3; see `jc.Joint` for its energy). Returns its index.
+
+        All geometry is given in WORLD coordinates at the bodies' current poses and stored in
+        each body's frame.
+
+        Args:
+          kind: "ball", "hinge", "slider", "fixed" or "distance" (a one-sided cable).
+          body_a: index of a body.
+          body_b: index of another body, or -1 for the world.
+          anchor: the joint point, m (for "distance": the attachment point on body a).
+          axis: the hinge or slider axis (normalized; must be non-zero). Its sign sets the
+            sign of the hinge angle θ (right-handed, a relative to b) and slider position.
+          stiffness: k of the position rows, N/m (> 0).
+          damping: viscous damping c >= 0 of the free coordinate(s): N m s/rad for hinges and
+            balls (relative spin), N s/m for sliders and cables (cables only while taut).
+          limit: (lo, hi) on the hinge angle (rad, within [-π, π]) or the slider position
+            (m), both 0 at build time; hinges and sliders only.
+          limit_stiffness: k_lim of the limit penalty (default: stiffness), N m/rad² or N/m.
+          rest_length: L >= 0 of a "distance" joint (default: the current distance).
+          collide: whether the two bodies may still collide with each other.
+          angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
+          anchor_b: "distance" only: the attachment point on body b (default: anchor).
+        """
+        if kind not in JOINT_KINDS:
+            raise ValueError(f"kind must be one of {JOINT_KINDS}, got {kind!r}")
+        self._check_pair(body_a, body_b)
+        k = _number("stiffness", stiffness, positive=True)
+        k_ang = k if angular_stiffness is None else _number(
+            "angular_stiffness", angular_stiffness, positive=True)
+        c = _number("damping", damping, low=0)
+        if kind == "fixed" and c > 0:
+            raise ValueError(f"damping must be 0 for a fixed joint (no free motion), "
+                             f"got {damping!r}")
+        if not isinstance(collide, bool):
+            raise ValueError(f"collide must be a bool, got {collide!r}")
+        point = _vector("anchor", anchor, 3)
+        direction = _vector("axis", axis, 3)
+        norm = np.linalg.norm(direction)
+        if norm < 1e-12:
+            raise ValueError(f"axis must be non-zero, got {axis!r}")
+        direction = direction / norm
+        helper = np.eye(3)[int(np.argmin(np.abs(direction)))]
+        ref = np.cross(direction, helper)
+        ref = ref / np.linalg.norm(ref)
+        lo, hi, k_lim = 0.0, 0.0, k
+        if limit is not None:
+            if kind not in ("hinge", "slider"):
+                raise ValueError(f"limit is only for hinge and slider joints, got limit={limit!r} "
+                                 f"for kind {kind!r}")
+            lo, hi = _vector("limit", limit, 2)
+            if lo > hi:
+                raise ValueError(f"limit must have lo <= hi, got {limit!r}")
+            if kind == "hinge" and (lo < -math.pi or hi > math.pi):
+                raise ValueError(f"limit of a hinge must lie in [-pi, pi] rad, got {limit!r}")
+            if limit_stiffness is not None:
+                k_lim = _number("limit_stiffness", limit_stiffness, positive=True)
+        elif limit_stiffness is not None:
+            raise ValueError(f"limit_stiffness needs a limit, got {limit_stiffness!r}")
+        point_b = point
+        if kind == "distance":
+            if anchor_b is not None:
+                point_b = _vector("anchor_b", anchor_b, 3)
+            if rest_length is None:
+                rest_length = float(np.linalg.norm(point - point_b))
+            rest = _number("rest_length", rest_length, low=0)
+        else:
+            for name, value in (("rest_length", rest_length), ("anchor_b", anchor_b)):
+                if value is not None:
+                    raise ValueError(f"{name} is only for distance joints, got {value!r} for "
+                                     f"kind {kind!r}")
+            rest = 0.0
+        frame_a, frame_b = self._frame(body_a), self._frame(body_b)
+        self._joints.append({
+            "kind": kind, "body_a": int(body_a), "body_b": int(body_b),
+            "anchor_a": frame_a[0].T @ (point - frame_a[1]),
+            "anchor_b": frame_b[0].T @ (point_b - frame_b[1]),
+            "axis_a": frame_a[0].T @ direction, "axis_b": frame_b[0].T @ direction,
+            "ref_a": frame_a[0].T @ ref, "ref_b": frame_b[0].T @ ref,
+            "stiffness": k, "angular_stiffness": k_ang, "damping": c, "rest_length": rest,
+            "lower": float(lo), "upper": float(hi), "limit_stiffness": k_lim,
+            "limited": limit is not None})
+        if not collide and body_b >= 0:
+            self._no_collide.add((min(body_a, body_b), max(body_a, body_b)))
+        return len(self._joints) - 1
+
+    def add_motor(self, joint, kp, kd=0.0) -> int:
+        """Add a position motor to a hinge (ADD Eq. 25-26). Returns its index m.
+
+        The motor holds the hinge angle θ at the target `Control.motor[m]` (rad; 0 is the
+        build-time pose) with stiffness kp (N m, > 0) and damps the relative spin about the
+        axis with kd (N m s/rad, >= 0).
+        """
+        n = len(self._joints)
+        if isinstance(joint, bool) or not isinstance(joint, numbers.Integral) or not (
+                0 <= joint < n):
+            raise ValueError(f"joint must be a joint index in [0, {n}), got {joint!r}")
+        if self._joints[joint]["kind"] != "hinge":
+            raise ValueError(f"joint must be a hinge to carry a motor, got joint {joint!r} of "
+                             f"kind {self._joints[joint]['kind']!r}")
+        if any(m["joint"] == joint for m in self._motors):
+            raise ValueError(f"joint {joint!r} already has a motor")
+        self._motors.append({"joint": int(joint), "kp": _number("kp", kp, positive=True),
+                             "kd": _number("kd", kd, low=0)})
+        return len(self._motors) - 1
+
+    def _frame(self, body):
+        """(R, x) of a body at its build-time pose (identity and origin for the world)."""
+        if body < 0:
+            return np.eye(3), np.zeros(3)
+        b = self._bodies[body]
+        quat = jnp.asarray(b["quat"] / np.linalg.norm(b["quat"]))
+        return np.asarray(quat_to_mat(quat)), b["pos"]
 
     def _world_point(self, body, local):
         b = self._bodies[body]
@@ -233,7 +357,8 @@ class Scene:
         def arr(values):
             return jnp.asarray(np.asarray(values, dtype=float), dtype=dtype)
 
-        bodies, planes, springs = self._bodies, self._planes, self._springs
+        bodies, planes, springs, joints = (self._bodies, self._planes, self._springs,
+                                           self._joints)
         surface = ("friction", "stiffness", "damping")
         model = Model(
             body=Body(mass=arr([b["mass"] for b in bodies]),
@@ -254,6 +379,17 @@ class Scene:
                           stiffness=arr([s["stiffness"] for s in springs]),
                           body_a=tuple(s["body_a"] for s in springs),
                           body_b=tuple(s["body_b"] for s in springs)),
+            joint=Joint(**{f: arr(np.reshape([j[f] for j in joints], (-1, 3)))
+                           for f in ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a",
+                                     "ref_b")},
+                        **{f: arr([j[f] for j in joints])
+                           for f in ("stiffness", "angular_stiffness", "damping", "rest_length",
+                                     "lower", "upper", "limit_stiffness")},
+                        **{f: tuple(j[f] for j in joints)
+                           for f in ("kind", "body_a", "body_b", "limited")}),
+            motor=Motor(kp=arr([m["kp"] for m in self._motors]),
+                        kd=arr([m["kd"] for m in self._motors]),
+                        joint=tuple(m["joint"] for m in self._motors)),
             gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(), solver=solver)
         state = State(pos=arr([b["pos"] for b in bodies]),
                       quat=arr([b["quat"] / np.linalg.norm(b["quat"]) for b in bodies]),
