@@ -4,10 +4,13 @@ Variational implicit Euler (thesis Ch. 5, Eq. 104-106; ADD Sec. 3). With all bod
 stacked in u = (v_1, ω_1, ..., v_N, ω_N) and the configuration update q+(u) = q- ⊕ Δt u
 (positions by x + Δt v, orientations by the exact exponential map exp(Δt ω) ⊗ r):
 
-    Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_k U_n(d_k(q+(u))) + Σ_s U_s(q+(u))
-              + Δt Σ_k D_k(u; q+(ū), f_n(ū))
+    Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_k U_n(d_k(q+(u))) + Σ_s U_s(q+(u)) + Σ_j U_j(q+(u))
+              + Δt Σ_k D_k(u; q+(ū), f_n(ū)) + Δt Σ_v c_v/2 (G_v u)²
 
-U_n are the normal penalties; U_s the springs (thesis Eq. 111); D_k the contact damping and friction dissipation potentials,
+U_n are the normal penalties; U_s the springs (thesis Eq. 111); U_j the soft joints, motors
+and limits (ADD §5.3, `models/joints.py`), with the motor targets of the step's control;
+c_v/2 (G_v u)² the joint and motor damping (ADD Eq. 26) with G_v taken at the start of the step;
+D_k the contact damping and friction dissipation potentials,
 whose geometry (normal, contact point, fraction of the step in contact) and friction bound
 μ f_n are *lagged* at the point ū (thesis Eq. 132). The step solves r(u) = ∂Φ/∂u (u; ū = u) = 0, so at the
 solution every quantity is consistent with the end-of-step state; ∂r/∂u is the exact,
@@ -63,6 +66,10 @@ class StepContext:
       candidates:  the step's contact rows (broad phase at the start of the step).
       gap_start:   (K,)      gaps at the start of the step.
       friction, stiffness, damping: (K,) pair parameters of the contact rows.
+      motor_target: (M,)   motor angles α of the control, rad.
+      damp_jac_a, damp_jac_b: (V, 6) Jacobians of the joint and motor damping rows at the
+                   start of the step (`joints.velocity_rows`).
+      damp_coef:   (V,)    their damping coefficients c_v.
     """
 
     candidates: Candidates
@@ -73,6 +80,10 @@ class StepContext:
     friction: Array
     stiffness: Array
     damping: Array
+    motor_target: Array
+    damp_jac_a: Array
+    damp_jac_b: Array
+    damp_coef: Array
 
 
 def free_velocity(model: Model, state: State, control: Control, inertia_w, inertia_inv):
@@ -91,11 +102,31 @@ def prepare(model: Model, state: State, control: Control) -> StepContext:
     inertia_inv = world_inertia_inv(state.quat, model.body.inertia)
     cand = geometry.candidates(model, state)
     friction, stiffness, damping = pair_parameters(model, cand)
+    layout = joints.velocity_plan(model.joint, model.motor)
+    damp_a, damp_b, damp_coef = joints.velocity_rows(
+        model.joint, model.motor, layout, *gather_poses(state.pos, state.quat, layout.body_a),
+        *gather_poses(state.pos, state.quat, layout.body_b))
     return StepContext(
         candidates=cand, u_free=free_velocity(model, state, control, inertia, inertia_inv),
         inertia=inertia, inertia_inv=inertia_inv,
         gap_start=contact_frame(model, cand, state.pos, state.quat).gap,
-        friction=friction, stiffness=stiffness, damping=damping)
+        friction=friction, stiffness=stiffness, damping=damping,
+        motor_target=jnp.asarray(control.motor, inertia.dtype), damp_jac_a=damp_a,
+        damp_jac_b=damp_b, damp_coef=damp_coef)
+
+
+def _side_velocities(u, n_body, body_a, body_b):
+    """Velocities (R, 6) of each row's two sides (zero for the world, -1)."""
+    padded = jnp.concatenate([u.reshape(n_body, 6), jnp.zeros((1, 6), u.dtype)])
+    return (padded[jnp.asarray(body_a, jnp.int32).reshape(-1)],
+            padded[jnp.asarray(body_b, jnp.int32).reshape(-1)])
+
+
+def joint_rates(u, model: Model, ctx: StepContext):
+    """G_v u: the joint and motor damping rows' velocities at u, (V,)."""
+    layout = joints.velocity_plan(model.joint, model.motor)
+    u_a, u_b = _side_velocities(u, model.n_body, layout.body_a, layout.body_b)
+    return jnp.sum(ctx.damp_jac_a * u_a + ctx.damp_jac_b * u_b, axis=-1)
 
 
 def _point_velocity(vel, ang_vel, pos, body, point):
@@ -138,6 +169,14 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
         spring = model.spring
         elastic += jnp.sum(joints.energy(spring, *gather_poses(pos, quat, spring.body_a),
                                          *gather_poses(pos, quat, spring.body_b)))
+    joint_damping = 0.0
+    if model.joint.size:
+        body_a, body_b = model.joint.body_a, model.joint.body_b
+        elastic += joints.joint_energy(model.joint, model.motor, ctx.motor_target,
+                                       joints.plan(model.joint, model.motor),
+                                       *gather_poses(pos, quat, body_a),
+                                       *gather_poses(pos, quat, body_b))
+        joint_damping = jnp.sum(0.5 * ctx.damp_coef * joint_rates(u, model, ctx) ** 2)
 
     # lagged geometry and friction bound, evaluated at ū
     pos_l, quat_l = configuration(model, state, u_lag)
@@ -164,7 +203,7 @@ def incremental_potential(u, u_lag, model: Model, state: State, ctx: StepContext
         z_l = jax.lax.stop_gradient(jnp.sum(slip_l * slip_l, axis=-1))
         curvature = 2.0 * jax.grad(lambda zz: jnp.sum(dissipation(zz)))(z_l)
         friction = (1.0 - newton_model) * friction + newton_model * 0.5 * curvature * z
-    return kinetic + elastic + model.dt * jnp.sum(damping + friction)
+    return kinetic + elastic + model.dt * (jnp.sum(damping + friction) + joint_damping)
 
 
 def newton_residual(u, args, damped):
@@ -244,21 +283,30 @@ def _velocity_row(direction, point, centre_a, centre_b):
 def rows(u, args) -> Rows:
     """Constraint rows at u (see `jaxcontact.problem`): what Descent and Dual iterate on.
 
-    Position rows (contact gaps, spring stretches) are functions of q+(u) and their Jacobians
-    are exact (forward mode through the exponential map), so the stationarity conditions
-    M(u - ũ) = Σ Gᵀ λ at λ = -s e are exactly ∂Φ/∂u = 0 (for the `linear` normal law and
-    `huber` friction, whose potentials are the rows' quadratics). Velocity rows (damping and
-    friction) use the contact frame at u, as Φ lags it.
+    Position rows (contact gaps, spring stretches, joint errors) are functions of q+(u) and
+    their Jacobians are exact (forward mode through the exponential map), so the stationarity
+    conditions M(u - ũ) = Σ Gᵀ λ at λ = -s e are exactly ∂Φ/∂u = 0 (for the `linear` normal
+    law and `huber` friction, whose potentials are the rows' quadratics). Velocity rows
+    (contact damping and friction) use the contact frame at u, as Φ lags it; joint and motor
+    damping rows use the start-of-step Jacobians of Φ. One-sided joint rows (cables, limits)
+    are last: like normal rows, their stiffness is k throughout, their curvature k only while
+    e < 0, and their multipliers are projected onto λ >= 0.
     """
     model, state, ctx = args
     params, dt, n = model.contact, model.dt, model.n_body
     spring = model.spring
+    jplan = joints.plan(model.joint, model.motor)
+    vplan = joints.velocity_plan(model.joint, model.motor)
     cand = ctx.candidates
-    body_a = jnp.concatenate([cand.body_a, jnp.asarray(spring.body_a, jnp.int32).reshape(-1)])
-    body_b = jnp.concatenate([cand.body_b, jnp.asarray(spring.body_b, jnp.int32).reshape(-1)])
+
+    def ints(body):
+        return jnp.asarray(body, jnp.int32).reshape(-1)
+
+    body_a = jnp.concatenate([cand.body_a, ints(spring.body_a), ints(jplan.body_a)])
+    body_b = jnp.concatenate([cand.body_b, ints(spring.body_b), ints(jplan.body_b)])
     k = cand.body_a.shape[0]
-    padded = jnp.concatenate([u.reshape(n, 6), jnp.zeros((1, 6), u.dtype)])
-    u_a, u_b = padded[body_a], padded[body_b]
+    ks = k + spring.size
+    u_a, u_b = _side_velocities(u, n, body_a, body_b)
     pos0_a, quat0_a = gather_poses(state.pos, state.quat, body_a)
     pos0_b, quat0_b = gather_poses(state.pos, state.quat, body_b)
 
@@ -269,8 +317,10 @@ def rows(u, args) -> Rows:
         pos_a, quat_a = poses(pos0_a, quat0_a, u_a)
         pos_b, quat_b = poses(pos0_b, quat0_b, u_b)
         gap = candidate_frame(model, cand, pos_a[:k], quat_a[:k], pos_b[:k], quat_b[:k]).gap
-        return jnp.concatenate([gap, joints.stretch(spring, pos_a[k:], quat_a[k:], pos_b[k:],
-                                                    quat_b[k:])])
+        stretch = joints.stretch(spring, pos_a[k:ks], quat_a[k:ks], pos_b[k:ks], quat_b[k:ks])
+        joint = joints.row_errors(model.joint, model.motor, ctx.motor_target, jplan,
+                                  pos_a[ks:], quat_a[ks:], pos_b[ks:], quat_b[ks:])
+        return jnp.concatenate([gap, stretch, joint])
 
     error, jac_a, jac_b = _side_jacobians(position_errors, u_a, u_b)
     world_b = (body_b < 0)[:, None]
@@ -299,18 +349,28 @@ def rows(u, args) -> Rows:
     friction_curv = 2.0 * jax.vmap(jax.grad(_friction_law(params, dt)))(
         slip_sq, ctx.friction * f_n, ctx.stiffness)
     ones = jnp.ones_like(gap)
+
+    # joint rows: bilateral | damping (velocity, start-of-step Jacobians) | one-sided
+    nb = ks + jplan.n_bilateral
+    joint_k = joints.row_stiffness(model.joint, model.motor, jplan)
+    one_sided_curv = joint_k[jplan.n_bilateral:] * (error[nb:] < 0.0)
+    rate = joint_rates(u, model, ctx)
+    damp_k = dt * ctx.damp_coef
+
     stiffness = jnp.concatenate([ctx.stiffness, damping, dt * stick * ones, dt * stick * ones,
-                                 spring.stiffness])
+                                 spring.stiffness, joint_k[:jplan.n_bilateral], damp_k,
+                                 joint_k[jplan.n_bilateral:]])
     curvature = jnp.concatenate([normal_curv, damping, dt * friction_curv, dt * friction_curv,
-                                 spring.stiffness])
-    sides = (jnp.concatenate([jnp.tile(body_a[:k], 4), body_a[k:]]),
-             jnp.concatenate([jnp.tile(body_b[:k], 4), body_b[k:]]))
+                                 spring.stiffness, joint_k[:jplan.n_bilateral], damp_k,
+                                 one_sided_curv])
+    sides = tuple(jnp.concatenate([jnp.tile(b[:k], 4), b[k:nb], ints(v), b[nb:]])
+                  for b, v in ((body_a, vplan.body_a), (body_b, vplan.body_b)))
     return Rows(
-        jac_a=jnp.concatenate([jac_a[:k], vel_a, jac_a[k:]]),
-        jac_b=jnp.concatenate([jac_b[:k], vel_b, jac_b[k:]]),
-        error=jnp.concatenate([gap, velocity, error[k:]]), stiffness=stiffness,
-        curvature=curvature, cone=dt * ctx.friction, body_a=sides[0], body_b=sides[1],
-        n_contact=k)
+        jac_a=jnp.concatenate([jac_a[:k], vel_a, jac_a[k:nb], ctx.damp_jac_a, jac_a[nb:]]),
+        jac_b=jnp.concatenate([jac_b[:k], vel_b, jac_b[k:nb], ctx.damp_jac_b, jac_b[nb:]]),
+        error=jnp.concatenate([gap, velocity, error[k:nb], rate, error[nb:]]),
+        stiffness=stiffness, curvature=curvature, cone=dt * ctx.friction, body_a=sides[0],
+        body_b=sides[1], n_contact=k, n_unilateral=jplan.n_unilateral)
 
 
 def _friction_law(params, dt):

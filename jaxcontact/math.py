@@ -40,6 +40,19 @@ def safe_div(num, den):
     return jnp.where(zero, 0.0, num / jnp.where(zero, 1.0, den))
 
 
+def safe_atan2(y, x):
+    """atan2(y, x), and 0 with gradient 0 (not NaN) at (0, 0)."""
+    zero = (x == 0.0) & (y == 0.0)
+    return jnp.where(zero, 0.0, jnp.arctan2(jnp.where(zero, 0.0, y), jnp.where(zero, 1.0, x)))
+
+
+def rotate_about(axis, angle, v):
+    """Rodrigues' rotation of v by `angle` (rad) about the unit `axis`: (..., 3)."""
+    c, s = jnp.cos(angle)[..., None], jnp.sin(angle)[..., None]
+    along = jnp.sum(axis * v, axis=-1, keepdims=True)
+    return c * v + s * jnp.cross(axis, v) + (1.0 - c) * along * axis
+
+
 def _half_angle_terms(theta_sq):
     """cos(θ/2) and sin(θ/2)/θ as smooth functions of θ², exact to float64 rounding.
 

@@ -17,9 +17,19 @@ at most two bodies a, b (index -1 is the world) and has
     Eq. 131 and 136), for primal preconditioners (s_j, except for contact and friction laws
     whose curvature varies along the row).
 
-The rows are laid out in static blocks: [normal (K) | normal damping (K) | friction t1 (K) |
-friction t2 (K) | springs (S)]. Normal rows are unilateral (λ >= 0), damping rows act only while
-in contact, the two friction rows of a contact share the disc |λ_t| <= μ Δt λ_n (`cone`).
+The rows are laid out in static blocks:
+
+    [normal (K) | normal damping (K) | friction t1 (K) | friction t2 (K) | springs (S) |
+     joint rows (B) | joint damping (V) | one-sided joint rows (U)]
+
+Normal rows are unilateral (λ >= 0), damping rows act only while in contact, the two friction
+rows of a contact share the disc |λ_t| <= μ Δt λ_n (`cone`). Joint rows (`models/joints.py`,
+ADD §5.3) are the components of the joints' error vectors (ball, hinge axis, slider line,
+orientation lock, motor) with their stiffness k; joint damping rows are velocity rows
+ẋ = G u with Jacobians frozen at the start of the step and stiffness Δt c (ADD Eq. 26); the
+last U rows are one-sided (cables, joint limits): e >= 0 is slack, the energy is
+s/2 min(e, 0)², so like normal rows λ = max(-s e, 0) >= 0, the stiffness is s throughout and
+the curvature s only while e < 0.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from jaxcontact.types import Array
 
 @struct.dataclass
 class Rows:
-    """Constraint rows at one iterate (module docstring). R = 4 K + S rows.
+    """Constraint rows at one iterate (module docstring). R = 4 K + S + B + V + U rows.
 
     Attributes:
       body_a, body_b: (R,) int body indices (-1 = world); contact rows' come from the
@@ -44,6 +54,7 @@ class Rows:
       curvature:      (R,) Gauss-Newton curvature c_j >= 0.
       cone:           (K,) μ Δt: friction bound per unit of normal multiplier.
       n_contact:      static K.
+      n_unilateral:   static U, the number of one-sided joint rows (the last rows).
     """
 
     jac_a: Array
@@ -55,6 +66,7 @@ class Rows:
     body_a: Array
     body_b: Array
     n_contact: int = struct.field(pytree_node=False)
+    n_unilateral: int = struct.field(pytree_node=False, default=0)
 
 
 class Problem(NamedTuple):

@@ -22,8 +22,9 @@ from jaxcontact.models.broad_phase import BroadPhase
 from jaxcontact.models.contact import Contact
 from jaxcontact.solvers import SOLVERS, check_solver
 from jaxcontact.solvers.newton import Newton
-from jaxcontact.types import (Body, ContactParams, ContactTable, Geom, Mesh, Model, Obstacle,
-                              PairGroup, Plane, Shape, Spring, State, WorldGroup)
+from jaxcontact.types import (JOINT_KINDS, Body, ContactParams, ContactTable, Geom, Joint, Mesh,
+                              Model, Motor, Obstacle, PairGroup, Plane, Shape, Spring, State,
+                              WorldGroup)
 
 _QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
 
@@ -103,7 +104,10 @@ class Scene:
         self._springs: list[dict] = []
         self._meshes: list[dict] = []
         self._obstacles: list[dict] = []
-        self._no_collide: set[tuple[int, int]] = set()  # body pairs that never collide
+        self._joints: list[dict] = []
+        self._motors: list[dict] = []
+        # body pairs (min, max) that never collide (joined by a joint with collide=False)
+        self._no_collide: set[tuple[int, int]] = set()
 
     # --- validation helpers ---
     def _surface(self, friction, stiffness, damping):
@@ -206,8 +210,8 @@ class Scene:
                           density=density)
 
     def add_mesh(self, vertices, mass=None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
-                 vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *, density=None, friction=None,
-                 stiffness=None, damping=None) -> int:
+                 vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0), *, density=None,
+                 contact_points=None, friction=None, stiffness=None, damping=None) -> int:
         """Add a convex rigid body: the convex hull of `vertices`. Returns its body index.
 
         Args:
@@ -215,6 +219,9 @@ class Scene:
             is the body. The body's own frame is moved to the hull's centre of mass and
             principal axes, so `state.pos` is the centre of mass, not `pos`.
           mass or density: the inertia is that of the uniform solid hull.
+          contact_points: (P, 3) points in the same frame as `vertices`, on or inside the
+            hull, to use as the body's contact points instead of the hull vertices (e.g. a
+            grid on each face: ADD's supplement scales penalties by their number).
         Hull vertices are the body's contact points against everything else (ADD's point
         proxies); other bodies' points meet its face planes.
         """
@@ -228,6 +235,20 @@ class Scene:
         hull, planes = mass_properties.convex_hull(points)
         volume_mass, com, moments, axes = mass_properties.convex_mesh(hull, 1.0)
         local = (hull - com) @ axes            # vertices in the principal frame
+        if contact_points is not None:
+            try:
+                extra = np.asarray(contact_points, dtype=float)
+            except (TypeError, ValueError):
+                raise ValueError("contact_points must be a (P, 3) array of numbers, got "
+                                 f"{contact_points!r}") from None
+            if extra.ndim != 2 or extra.shape[1] != 3 or not np.all(np.isfinite(extra)):
+                raise ValueError("contact_points must be a finite (P, 3) array, got shape "
+                                 f"{extra.shape}")
+            reach = np.max(extra @ planes[:, :3].T - planes[:, 3], axis=1)
+            if np.any(reach > 1e-9 * max(1.0, float(np.max(np.abs(hull))))):
+                raise ValueError("contact_points must lie on or inside the hull of vertices; "
+                                 f"the farthest is {reach.max():.3g} m outside")
+            local = (extra - com) @ axes
         normals = planes[:, :3] @ axes
         offsets = planes[:, 3] - planes[:, :3] @ com
         quat = _vector("quat", quat, 4)
@@ -241,6 +262,20 @@ class Scene:
         return self._body(Shape.MESH, np.zeros(3), mass, None, centre, _mat_to_quat(rotation),
                           vel, ang_vel, self._surface(friction, stiffness, damping),
                           density=density, mesh=len(self._meshes) - 1)
+
+    def exclude_pair(self, body_a, body_b) -> None:
+        """Never collide bodies `body_a` and `body_b` (e.g. links of a chain or a robot).
+
+        `add_joint(..., collide=False)` (the default) does this for the bodies it joins.
+        """
+        n = len(self._bodies)
+        for name, index in (("body_a", body_a), ("body_b", body_b)):
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
+                    0 <= index < n):
+                raise ValueError(f"{name} must be a body index in [0, {n}), got {index!r}")
+        if body_a == body_b:
+            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+        self._no_collide.add((min(body_a, body_b), max(body_a, body_b)))
 
     def add_obstacle(self, grid, *, friction=None, stiffness=None, damping=None) -> int:
         """Add a static obstacle given by a signed distance grid (`jc.sdf.GridSDF`, e.g. from
@@ -269,13 +304,7 @@ class Scene:
           rest_length: L >= 0, m. Default: the current distance of the two points. 0 makes a
             soft ball joint.
         """
-        n = len(self._bodies)
-        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1)):
-            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
-                    low <= index < n):
-                raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
-        if body_a == body_b:
-            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+        self._check_pair(body_a, body_b)
         k = _number("stiffness", stiffness, positive=True)
         anchor_a = _vector("anchor_a", anchor_a, 3)
         world_a = self._world_point(body_a, anchor_a)
@@ -289,6 +318,131 @@ class Scene:
                               "anchor_b": anchor_b, "stiffness": k,
                               "rest_length": _number("rest_length", rest_length, low=0)})
         return len(self._springs) - 1
+
+    def _check_pair(self, body_a, body_b):
+        n = len(self._bodies)
+        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1)):
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
+                    low <= index < n):
+                raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
+        if body_a == body_b:
+            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+
+    def add_joint(self, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
+                  damping=0.0, limit=None, limit_stiffness=None, rest_length=None,
+                  collide=False, angular_stiffness=None, anchor_b=None) -> int:
+        """Add a soft joint (ADD §5.3; see `jc.Joint` for its energy). Returns its index.
+
+        All geometry is given in WORLD coordinates at the bodies' current poses and stored in
+        each body's frame.
+
+        Args:
+          kind: "ball", "hinge", "slider", "fixed" or "distance" (a one-sided cable).
+          body_a: index of a body.
+          body_b: index of another body, or -1 for the world.
+          anchor: the joint point, m (for "distance": the attachment point on body a).
+          axis: the hinge or slider axis (normalized; must be non-zero). Its sign sets the
+            sign of the hinge angle θ (right-handed, a relative to b) and slider position.
+          stiffness: k of the position rows, N/m (> 0).
+          damping: viscous damping c >= 0 of the free coordinate(s): N m s/rad for hinges and
+            balls (relative spin), N s/m for sliders and cables (cables only while taut).
+          limit: (lo, hi) on the hinge angle (rad, within [-π, π]) or the slider position
+            (m), both 0 at build time; hinges and sliders only.
+          limit_stiffness: k_lim of the limit penalty (default: stiffness), N m/rad² or N/m.
+          rest_length: L >= 0 of a "distance" joint (default: the current distance).
+          collide: whether the two bodies may still collide with each other.
+          angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
+          anchor_b: "distance" only: the attachment point on body b (default: anchor).
+        """
+        if kind not in JOINT_KINDS:
+            raise ValueError(f"kind must be one of {JOINT_KINDS}, got {kind!r}")
+        self._check_pair(body_a, body_b)
+        k = _number("stiffness", stiffness, positive=True)
+        k_ang = k if angular_stiffness is None else _number(
+            "angular_stiffness", angular_stiffness, positive=True)
+        c = _number("damping", damping, low=0)
+        if kind == "fixed" and c > 0:
+            raise ValueError(f"damping must be 0 for a fixed joint (no free motion), "
+                             f"got {damping!r}")
+        if not isinstance(collide, bool):
+            raise ValueError(f"collide must be a bool, got {collide!r}")
+        point = _vector("anchor", anchor, 3)
+        direction = _vector("axis", axis, 3)
+        norm = np.linalg.norm(direction)
+        if norm < 1e-12:
+            raise ValueError(f"axis must be non-zero, got {axis!r}")
+        direction = direction / norm
+        helper = np.eye(3)[int(np.argmin(np.abs(direction)))]
+        ref = np.cross(direction, helper)
+        ref = ref / np.linalg.norm(ref)
+        lo, hi, k_lim = 0.0, 0.0, k
+        if limit is not None:
+            if kind not in ("hinge", "slider"):
+                raise ValueError(f"limit is only for hinge and slider joints, got limit={limit!r} "
+                                 f"for kind {kind!r}")
+            lo, hi = _vector("limit", limit, 2)
+            if lo > hi:
+                raise ValueError(f"limit must have lo <= hi, got {limit!r}")
+            if kind == "hinge" and (lo < -math.pi or hi > math.pi):
+                raise ValueError(f"limit of a hinge must lie in [-pi, pi] rad, got {limit!r}")
+            if limit_stiffness is not None:
+                k_lim = _number("limit_stiffness", limit_stiffness, positive=True)
+        elif limit_stiffness is not None:
+            raise ValueError(f"limit_stiffness needs a limit, got {limit_stiffness!r}")
+        point_b = point
+        if kind == "distance":
+            if anchor_b is not None:
+                point_b = _vector("anchor_b", anchor_b, 3)
+            if rest_length is None:
+                rest_length = float(np.linalg.norm(point - point_b))
+            rest = _number("rest_length", rest_length, low=0)
+        else:
+            for name, value in (("rest_length", rest_length), ("anchor_b", anchor_b)):
+                if value is not None:
+                    raise ValueError(f"{name} is only for distance joints, got {value!r} for "
+                                     f"kind {kind!r}")
+            rest = 0.0
+        frame_a, frame_b = self._frame(body_a), self._frame(body_b)
+        self._joints.append({
+            "kind": kind, "body_a": int(body_a), "body_b": int(body_b),
+            "anchor_a": frame_a[0].T @ (point - frame_a[1]),
+            "anchor_b": frame_b[0].T @ (point_b - frame_b[1]),
+            "axis_a": frame_a[0].T @ direction, "axis_b": frame_b[0].T @ direction,
+            "ref_a": frame_a[0].T @ ref, "ref_b": frame_b[0].T @ ref,
+            "stiffness": k, "angular_stiffness": k_ang, "damping": c, "rest_length": rest,
+            "lower": float(lo), "upper": float(hi), "limit_stiffness": k_lim,
+            "limited": limit is not None})
+        if not collide and body_b >= 0:
+            self._no_collide.add((min(body_a, body_b), max(body_a, body_b)))
+        return len(self._joints) - 1
+
+    def add_motor(self, joint, kp, kd=0.0) -> int:
+        """Add a position motor to a hinge (ADD Eq. 25-26). Returns its index m.
+
+        The motor holds the hinge angle θ at the target `Control.motor[m]` (rad; 0 is the
+        build-time pose) with stiffness kp (N m, > 0) and damps the relative spin about the
+        axis with kd (N m s/rad, >= 0).
+        """
+        n = len(self._joints)
+        if isinstance(joint, bool) or not isinstance(joint, numbers.Integral) or not (
+                0 <= joint < n):
+            raise ValueError(f"joint must be a joint index in [0, {n}), got {joint!r}")
+        if self._joints[joint]["kind"] != "hinge":
+            raise ValueError(f"joint must be a hinge to carry a motor, got joint {joint!r} of "
+                             f"kind {self._joints[joint]['kind']!r}")
+        if any(m["joint"] == joint for m in self._motors):
+            raise ValueError(f"joint {joint!r} already has a motor")
+        self._motors.append({"joint": int(joint), "kp": _number("kp", kp, positive=True),
+                             "kd": _number("kd", kd, low=0)})
+        return len(self._motors) - 1
+
+    def _frame(self, body):
+        """(R, x) of a body at its build-time pose (identity and origin for the world)."""
+        if body < 0:
+            return np.eye(3), np.zeros(3)
+        b = self._bodies[body]
+        quat = jnp.asarray(b["quat"] / np.linalg.norm(b["quat"]))
+        return np.asarray(quat_to_mat(quat)), b["pos"]
 
     def _world_point(self, body, local):
         b = self._bodies[body]
@@ -385,7 +539,8 @@ class Scene:
         def arr(values):
             return jnp.asarray(np.asarray(values, dtype=float), dtype=dtype)
 
-        bodies, planes, springs = self._bodies, self._planes, self._springs
+        bodies, planes, springs, joints = (self._bodies, self._planes, self._springs,
+                                           self._joints)
         obstacles, meshes = self._obstacles, self._meshes
         surface = ("friction", "stiffness", "damping")
         mass, inertia = zip(*(self._mass_inertia(b) for b in bodies))
@@ -423,6 +578,17 @@ class Scene:
                           stiffness=arr([s["stiffness"] for s in springs]),
                           body_a=tuple(s["body_a"] for s in springs),
                           body_b=tuple(s["body_b"] for s in springs)),
+            joint=Joint(**{f: arr(np.reshape([j[f] for j in joints], (-1, 3)))
+                           for f in ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a",
+                                     "ref_b")},
+                        **{f: arr([j[f] for j in joints])
+                           for f in ("stiffness", "angular_stiffness", "damping", "rest_length",
+                                     "lower", "upper", "limit_stiffness")},
+                        **{f: tuple(j[f] for j in joints)
+                           for f in ("kind", "body_a", "body_b", "limited")}),
+            motor=Motor(kp=arr([m["kp"] for m in self._motors]),
+                        kd=arr([m["kd"] for m in self._motors]),
+                        joint=tuple(m["joint"] for m in self._motors)),
             gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(broad_phase),
             solver=solver)
         state = State(pos=arr([b["pos"] for b in bodies]),

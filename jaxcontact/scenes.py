@@ -18,20 +18,15 @@ import math
 
 import numpy as np
 
-from jaxcontact.models import mass as mass_properties
 from jaxcontact.scene import Scene
 
 G = 9.81
 
 
 def _exclude_all_pairs(scene: Scene, bodies) -> None:
-    """Make every pair of `bodies` non-colliding.
-
-    Uses the builder's private `_no_collide` set (the pairs `Scene` leaves out of its contact
-    table); `Scene` has no public method for it yet.
-    """
+    """Make every pair of `bodies` non-colliding."""
     for a, b in itertools.combinations(sorted(bodies), 2):
-        scene._no_collide.add((a, b))
+        scene.exclude_pair(a, b)
 
 
 # --- ADD S1: spring chain ----------------------------------------------------------------------
@@ -251,12 +246,8 @@ def contact_point_cube(n_per_edge, *, half=0.1, mass=1.0, stiffness0=1e4, dampin
     edge) by the area each point represents keeps the total force, and the restitution,
     constant (their Fig. 4, for N = 2, 4, 10).
 
-    The cube is a convex mesh body (`add_mesh`). `add_mesh` keeps only the hull's vertices
-    (`models.mass.convex_hull` drops points inside faces and edges, so a grid would give the 8
-    corners); the builder therefore adds the mesh from the 8 corners (same hull, mass and
-    inertia) and then replaces the mesh's contact points by the whole surface grid, mapped
-    into the mesh's principal frame exactly as `add_mesh` maps hull vertices. This writes the
-    builder's private mesh record; see the module notes.
+    The cube is a convex mesh body: the hull of its 8 corners, with the whole surface grid
+    as its contact points (`add_mesh(..., contact_points=grid)`).
 
     Per-point parameters: k = stiffness0 / n², k_d = damping0 / n² with `scale`, else
     stiffness0 and damping0 per point. The ground plane gets the same k and k_d as the cube:
@@ -295,20 +286,85 @@ def contact_point_cube(n_per_edge, *, half=0.1, mass=1.0, stiffness0=1e4, dampin
     scene = Scene(dt=dt, gravity=gravity, friction=friction, stiffness=k, damping=kd)
     ground = scene.add_plane()
     corners = np.array(list(itertools.product((-half, half), repeat=3)))
-    cube = scene.add_mesh(corners, mass, pos=(0.0, 0.0, half + gap), vel=vel)
-    record = scene._meshes[scene._bodies[cube]["mesh"]]
-    _, com, _, axes = mass_properties.convex_mesh(mass_properties.convex_hull(corners)[0], 1.0)
-    local = (grid - com) @ axes
-    # the grid points lie on the hull: on its face planes, none outside
-    outside = np.max(local @ record["planes"][:, :3].T - record["planes"][:, 3], axis=1)
-    assert np.all(np.abs(outside) < 1e-9 * max(half, 1.0)), "grid points must be on the hull"
-    record["vertices"] = local
+    cube = scene.add_mesh(corners, mass, pos=(0.0, 0.0, half + gap), vel=vel,
+                          contact_points=grid)
     scene.info = {"cube": cube, "ground": ground, "points": len(grid), "stiffness": k,
                   "damping": kd}
     return scene
 
 
 # --- legged robot ------------------------------------------------------------------------------
-# Reserved: the lead adds the legged-robot builder here (e.g. `legged_robot(...) -> Scene`),
-# following the conventions above: keyword-only parameters with the paper's values as
-# defaults, an unbuilt Scene returned, indices in `scene.info`.
+
+LEGS = ("front_left", "front_right", "rear_left", "rear_right")
+
+
+def legged_robot(*, torso_half=(0.2, 0.1, 0.04), torso_mass=2.0, leg_radius=0.02,
+                 segment_half=0.06, leg_mass=0.2, joint_stiffness=1e5, angular_stiffness=1e3,
+                 kp=30.0, kd=0.3, dt=0.01, gravity=(0.0, 0.0, -G), ground_stiffness=2e4,
+                 ground_damping=100.0, friction=0.8, self_collision=False) -> Scene:
+    """A quadruped with compliant hinge motors (ADD Fig. 1, Table 2 "compliant robot").
+
+    A box torso and four legs of two capsules (thigh, shank), each joined by a soft hinge
+    about the body y axis (hip at a torso corner, knee between the capsules), with a position
+    motor on every hinge: ADD's "PD controllers with relatively low gains implemented as
+    soft, damped angular constraints" (Eq. 25-26). Standing straight, the shank tips touch
+    the ground. Motor m = 2 leg + (0 hip, 1 knee), legs in `LEGS` order; a positive hinge
+    angle swings the leg's lower end backwards (-x), the walking direction is +x.
+
+    Args:
+      torso_half, torso_mass: torso box half sizes (m) and mass (kg).
+      leg_radius, segment_half, leg_mass: each capsule's radius, half axis length (m), mass.
+      joint_stiffness, angular_stiffness: the hinges' point (N/m) and axis-alignment (N m)
+        stiffnesses. kp, kd: motor stiffness (N m per unit of the Eq. 25 error, ≈ N m/rad)
+        and damping (N m s/rad). ADD uses soft motors next to stiffer joints, as here.
+      dt, gravity: as for `Scene` (ADD runs the robot at Δt = 1/60 s).
+      ground_stiffness, ground_damping, friction: the ground's and feet's surface (ADD's
+        c_f = 0.8).
+      self_collision: let legs collide with each other and the torso (off: jointed robots
+        usually leave self-contact out).
+
+    `scene.info`: {"torso", "thighs", "shanks", "hips", "knees", "motors", "ground"}.
+    """
+    hx, hy, hz = torso_half
+    seg = 2.0 * (segment_half + leg_radius)     # length of one capsule, end to end
+    hip_z = 2.0 * seg                            # shank tips on the ground
+    scene = Scene(dt=dt, gravity=gravity, friction=friction, stiffness=ground_stiffness,
+                  damping=ground_damping)
+    ground = scene.add_plane()
+    torso = scene.add_box(torso_half, torso_mass, (0.0, 0.0, hip_z + hz))
+    thighs, shanks, hips, knees, motors = [], [], [], [], []
+    y_axis = (0.0, 1.0, 0.0)
+    for leg in LEGS:
+        x = (hx - leg_radius) * (1.0 if leg.startswith("front") else -1.0)
+        y = (hy + leg_radius) * (1.0 if leg.endswith("left") else -1.0)
+        thigh = scene.add_capsule(leg_radius, segment_half, leg_mass, (x, y, hip_z - 0.5 * seg))
+        shank = scene.add_capsule(leg_radius, segment_half, leg_mass, (x, y, hip_z - 1.5 * seg))
+        hip = scene.add_joint("hinge", thigh, torso, anchor=(x, y, hip_z), axis=y_axis,
+                              stiffness=joint_stiffness, angular_stiffness=angular_stiffness)
+        knee = scene.add_joint("hinge", shank, thigh, anchor=(x, y, hip_z - seg), axis=y_axis,
+                               stiffness=joint_stiffness, angular_stiffness=angular_stiffness)
+        motors += [scene.add_motor(hip, kp, kd), scene.add_motor(knee, kp, kd)]
+        thighs.append(thigh), shanks.append(shank), hips.append(hip), knees.append(knee)
+    if not self_collision:
+        _exclude_all_pairs(scene, [torso] + thighs + shanks)
+    scene.info = {"torso": torso, "thighs": thighs, "shanks": shanks, "hips": hips,
+                  "knees": knees, "motors": motors, "ground": ground}
+    return scene
+
+
+def trot_targets(t, *, frequency=2.0, hip_amplitude=0.15, knee_amplitude=0.3):
+    """Hand-written periodic motor targets of a trot, (T, 8) for times t (T,), s.
+
+    Diagonal legs move together (front-left with rear-right, half a period ahead of the
+    other pair). In a leg's phase s = 2π f t + φ the hip angle is A cos s: while sin s > 0
+    the leg swings forward (the angle decreases) with the knee bent by B sin s, lifting the
+    foot; while sin s < 0 it pushes backwards with the knee straight (stance).
+    """
+    t = np.asarray(t, dtype=float)
+    phase_of = {"front_left": 0.0, "rear_right": 0.0, "front_right": math.pi,
+                "rear_left": math.pi}
+    columns = []
+    for leg in LEGS:
+        s = 2.0 * math.pi * frequency * t + phase_of[leg]
+        columns += [hip_amplitude * np.cos(s), knee_amplitude * np.maximum(np.sin(s), 0.0)]
+    return np.stack(columns, axis=-1)

@@ -22,7 +22,7 @@ from jaxcontact.types import Control, Model, State, StepInfo
 
 def _check_control(model: Model, control: Control):
     n = model.n_body
-    for name, shape in (("force", (n, 3)), ("torque", (n, 3))):
+    for name, shape in (("force", (n, 3)), ("torque", (n, 3)), ("motor", (model.n_motor,))):
         got = jnp.shape(getattr(control, name))
         if got != shape:
             raise ValueError(f"control.{name} must have shape {shape}, got {got}")
@@ -39,14 +39,15 @@ def step(model: Model, state: State, control: Control | None = None):
     Args:
       model: the scene (from `Scene.build`).
       state: current state.
-      control: external forces/torques held over the step; zeros if None.
+      control: external forces/torques and motor targets (rad) held over the step; zeros
+        if None.
 
     Returns:
       (next_state, info): the end-of-step `State` and a `StepInfo`.
     """
     dtype = state.pos.dtype
     if control is None:
-        control = Control.zeros(model.n_body, dtype=dtype)
+        control = Control.zeros(model.n_body, model.n_motor, dtype=dtype)
     _check_control(model, control)
     solver = model.solver
     check_solver(solver, model.contact.normal, model.contact.friction)

@@ -207,6 +207,92 @@ class Spring:
         return len(self.body_a)
 
 
+JOINT_KINDS = ("ball", "hinge", "slider", "fixed", "distance")
+
+
+@struct.dataclass
+class Joint:
+    """Soft joints: quadratic potentials k/2 |e|² of per-joint error vectors (ADD §5.3).
+
+    Every vector below is in the frame of its body (world coordinates for a world side,
+    body -1). Per kind, the error terms are (p = world anchor point, â axis, r̂ reference
+    direction ⊥ â, R the body rotation; `jaxcontact.models.joints` has the formulas):
+
+      ball:     p_a - p_b                                 (3 rows, ADD Eq. 23 with l0 = 0)
+      hinge:    ball + R_a â_a - R_b â_b                  (3 + 3 rows, ADD Eq. 24)
+      slider:   (I - n nᵀ)(p_a - p_b), n = R_b â_b, + orientation lock (3 + 6 rows)
+      fixed:    ball + orientation lock                   (3 + 6 rows)
+      distance: unilateral cable k/2 max(|p_a - p_b| - L, 0)²   (1 one-sided row)
+
+    The orientation lock aligns both axes â and r̂ (two Eq. 24 terms). Hinges and sliders may
+    carry limits on their coordinate x (hinge angle θ, slider displacement s): the one-sided
+    penalty k_lim/2 (min(x - lo, 0)² + max(x - hi, 0)²). Joint damping is a viscous
+    dissipation Δt c/2 ẋ² of the joint's free coordinate(s) (`jaxcontact.models.joints`).
+
+    Attributes:
+      anchor_a, anchor_b: (J, 3) attachment points, m.
+      axis_a, axis_b:     (J, 3) unit joint axes â (hinge / slider axis).
+      ref_a, ref_b:       (J, 3) unit reference directions r̂ ⊥ â; R_a r̂_a = R_b r̂_b at build
+                          time, so the hinge angle is 0 there.
+      stiffness:          (J,) k of the position rows, N/m.
+      angular_stiffness:  (J,) k of the alignment rows (dimensionless errors), N m.
+      damping:            (J,) c of the free coordinate: N m s/rad (hinge, ball), N s/m
+                          (slider, distance).
+      rest_length:        (J,) L of distance joints, m (unused by other kinds).
+      lower, upper:       (J,) limits on the joint coordinate, rad or m (used where `limited`).
+      limit_stiffness:    (J,) k_lim, N m/rad² (hinge) or N/m (slider).
+      kind:               static tuple (J,) of names from `JOINT_KINDS`.
+      body_a, body_b:     static tuples (J,) of body indices (body_b may be -1, the world).
+      limited:            static tuple (J,) of bools.
+    """
+
+    anchor_a: Array
+    anchor_b: Array
+    axis_a: Array
+    axis_b: Array
+    ref_a: Array
+    ref_b: Array
+    stiffness: Array
+    angular_stiffness: Array
+    damping: Array
+    rest_length: Array
+    lower: Array
+    upper: Array
+    limit_stiffness: Array
+    kind: tuple = static(default=())
+    body_a: tuple = static(default=())
+    body_b: tuple = static(default=())
+    limited: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.kind)
+
+
+@struct.dataclass
+class Motor:
+    """Position motors on hinges (ADD Eq. 25-26), with targets α from `Control.motor`.
+
+    Energy kp/2 |R_a r̂_a - Rot(n, α) R_b r̂_b|² (n the world hinge axis R_b â_b): it holds the
+    hinge angle θ at α. Damping: the dissipation Δt kd/2 (n·(ω_a - ω_b))² (Eq. 26 projected
+    on the hinge axis, n frozen at the start of the step).
+
+    Attributes:
+      kp:    (M,) stiffness, N m (per unit of the dimensionless error; ≈ N m/rad for small
+             angle errors).
+      kd:    (M,) damping, N m s/rad.
+      joint: static tuple (M,) index of the hinge each motor drives.
+    """
+
+    kp: Array
+    kd: Array
+    joint: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.joint)
+
+
 @struct.dataclass
 class ContactParams:
     """Contact and friction laws (DESIGN.md section 4) and their global parameters.
@@ -233,7 +319,7 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact, spring, mesh, obstacle: see their classes.
+      body, geom, plane, contact, spring, joint, motor, mesh, obstacle: see their classes.
       gravity:  (3,) m/s².
       dt:       ()   time step, s.
       table:    static contact-candidate table.
@@ -245,6 +331,8 @@ class Model:
     plane: Plane
     contact: ContactParams
     spring: Spring
+    joint: Joint
+    motor: Motor
     mesh: Mesh
     obstacle: Obstacle
     gravity: Array
@@ -255,6 +343,11 @@ class Model:
     @property
     def n_body(self) -> int:
         return len(self.geom.shape)
+
+    @property
+    def n_motor(self) -> int:
+        """M, the length of `Control.motor`."""
+        return self.motor.size
 
 
 @struct.dataclass
@@ -283,7 +376,7 @@ class Control:
     Attributes:
       force:   (N, 3) external force at the centre of mass, world frame, N.
       torque:  (N, 3) external torque, world frame, N m.
-      motor:   (M,)   motor targets (no motors yet: M = 0).
+      motor:   (M,)   motor target angles α, rad (`Model.motor`; M = `model.n_motor`).
     """
 
     force: Array

@@ -5,7 +5,8 @@ so a compliant constraint e_j + λ_j/s_j = 0 with multiplier λ_j (thesis Eq. 11
 u = ũ and λ = 0 each iteration takes, for all rows at once (Jacobi),
 
     Δλ_j = -α (s_j e_j(u) + λ_j) / (s_j W_j + 1),      W_j = G_j M̃⁻¹ G_jᵀ   (Eq. 122-123)
-    λ    <- Π(λ + Δλ)                       normal λ_n >= 0; friction |λ_t| <= μ Δt λ_n
+    λ    <- Π(λ + Δλ)                       normal λ_n >= 0; friction |λ_t| <= μ Δt λ_n;
+                                            one-sided joint rows (cables, limits) λ >= 0
     u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   ("fast projection", the thesis's choice)
        or  u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j        (`update="exact"`: Eq. 124 from the start of
                                                the step, whose fixed point is exactly the
@@ -35,15 +36,17 @@ UPDATES = ("incremental", "exact")
 
 
 def project(rows, lam):
-    """Π of Eq. 123: normal multipliers >= 0, each contact's friction pair onto its disc."""
-    k = rows.n_contact
+    """Π of Eq. 123: normal and one-sided joint multipliers >= 0 (cables and limits, the last
+    `n_unilateral` rows), each contact's friction pair onto its disc."""
+    k, r = rows.n_contact, lam.shape[0] - rows.n_unilateral
     normal = jnp.maximum(lam[:k], 0.0)
     tangent = jnp.stack([lam[2 * k:3 * k], lam[3 * k:4 * k]], axis=-1)
     radius = rows.cone * normal
     norm = safe_norm(tangent)
     scale = jnp.where(norm > radius, safe_div(radius, norm), 1.0)
     tangent = tangent * scale[:, None]
-    return jnp.concatenate([normal, lam[k:2 * k], tangent[:, 0], tangent[:, 1], lam[4 * k:]])
+    return jnp.concatenate([normal, lam[k:2 * k], tangent[:, 0], tangent[:, 1], lam[4 * k:r],
+                            jnp.maximum(lam[r:], 0.0)])
 
 
 def isotropic_friction(rows, w):
@@ -67,11 +70,12 @@ def split_counts(rows, lam, n):
     split diagonal dominates the dual Hessian and α <= 1 cannot overshoot. (Counting a
     contact once lets its parallel normal and damping rows overshoot together: a 2-cycle.)
     """
-    k = rows.n_contact
+    k, r = rows.n_contact, lam.shape[0] - rows.n_unilateral
     normal = (rows.error[:k] < 0.0) | (lam[:k] > 0.0)
     friction = normal & (rows.cone > 0.0)
+    one_sided = (rows.error[r:] < 0.0) | (lam[r:] > 0.0)
     active = jnp.concatenate([normal, rows.stiffness[k:2 * k] > 0.0, friction, friction,
-                              rows.stiffness[4 * k:] > 0.0]).astype(lam.dtype)
+                              rows.stiffness[4 * k:r] > 0.0, one_sided]).astype(lam.dtype)
     count = blocks.scatter(active, active, rows, n)
     return jnp.maximum(count, 1.0)
 
