@@ -111,6 +111,7 @@ def test_cube_grid_points_lie_on_the_hull():
 
 # --- resting contact -----------------------------------------------------------------------------
 
+@pytest.mark.slow  # compile-heavy; test_geometry covers stacking and the broad phase
 def test_box_stack_rests_at_closed_form_penetrations():
     """Ground: 4 corners share n m g; cube on cube: 8 points (4 corners of each) share the
     weight above."""
@@ -129,6 +130,7 @@ def test_box_stack_rests_at_closed_form_penetrations():
     assert int(info.active_contacts[-1]) == 4 + 8 * (n - 1)
 
 
+@pytest.mark.slow  # compile-heavy; test_geometry covers stacking and the broad phase
 def test_sphere_pile_settles_inside_the_bin():
     """12 spheres (2 x 2 x 3 lattice) through the sort-and-sweep broad phase.
 

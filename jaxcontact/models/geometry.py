@@ -127,31 +127,41 @@ def _proxy_local(model: Model, shape, index, body):
 
 
 def _core_distance(shape):
-    """φ(q, size, rounding, planes): distance of body-frame point q to the shape's core."""
+    """(φ, ∇φ)(q, size, rounding, planes): distance of body-frame point q to the shape's core
+    and its unit gradient, in closed form (no nested autodiff: the step differentiates these
+    twice more)."""
     def point(q, size, rounding, planes):
-        return safe_norm(q)
+        return safe_norm(q), safe_normalize(q)
 
     def segment(q, size, rounding, planes):
         half = size[1]
         axis = jnp.asarray([0.0, 0.0, 1.0], q.dtype)
-        return safe_norm(q - jnp.clip(q[2], -half, half) * axis)
+        delta = q - jnp.clip(q[2], -half, half) * axis
+        return safe_norm(delta), safe_normalize(delta)
 
     def box(q, size, rounding, planes):
+        sign = jnp.where(q >= 0.0, 1.0, -1.0)
         excess = jnp.abs(q) - (size - rounding)
-        return safe_norm(jnp.maximum(excess, 0.0)) + jnp.minimum(jnp.max(excess), 0.0)
+        outward = jnp.maximum(excess, 0.0)
+        outside = jnp.any(excess > 0.0)
+        deepest = jnp.argmax(excess)
+        inside_normal = sign * (jnp.arange(3) == deepest)
+        distance = jnp.where(outside, safe_norm(outward), excess[deepest])
+        return distance, jnp.where(outside, sign * safe_normalize(outward), inside_normal)
 
     def polytope(q, size, rounding, planes):
-        return jnp.max(planes[:, :3] @ q - planes[:, 3])
+        values = planes[:, :3] @ q - planes[:, 3]
+        face = jnp.argmax(values)
+        return values[face], planes[face, :3]
 
     return {Shape.SPHERE: point, Shape.CAPSULE: segment, Shape.BOX: box,
             Shape.MESH: polytope}[Shape(shape)]
 
 
 def _ball_against_core(centre, radius, pos, quat, distance, core_radius):
-    """A ball (centre, radius) against a core with distance φ in the frame (pos, quat)."""
-    q = quat_rotate_inverse(quat, centre - pos)
-    phi, grad = jax.value_and_grad(distance)(q)
-    normal = quat_rotate(quat, safe_normalize(grad))
+    """A ball (centre, radius) against a core with (φ, ∇φ) = distance(q) in frame (pos, quat)."""
+    phi, grad = distance(quat_rotate_inverse(quat, centre - pos))
+    normal = quat_rotate(quat, grad)
     gap = phi - radius - core_radius
     return gap, normal, centre - (radius + 0.5 * gap) * normal
 

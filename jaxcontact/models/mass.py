@@ -17,14 +17,16 @@ import numpy as np
 _FLAT_TOL = 1e-9
 
 
-def _positive(name, value):
+def positive_number(name, value):
+    """float(value), or ValueError naming `name` unless it is a finite number > 0."""
     if (not isinstance(value, numbers.Real) or isinstance(value, bool)
             or not math.isfinite(value) or value <= 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
 
-def _nonnegative(name, value):
+def nonnegative_number(name, value):
+    """float(value), or ValueError naming `name` unless it is a finite number >= 0."""
     if (not isinstance(value, numbers.Real) or isinstance(value, bool)
             or not math.isfinite(value) or value < 0):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -41,8 +43,8 @@ def sphere(radius, density):
     Returns:
       (mass, inertia_diag (3,)).
     """
-    r = _positive("radius", radius)
-    rho = _positive("density", density)
+    r = positive_number("radius", radius)
+    rho = positive_number("density", density)
     mass = 4.0 / 3.0 * math.pi * r ** 3 * rho
     return mass, np.full(3, 0.4 * mass * r * r)
 
@@ -67,7 +69,7 @@ def box(half_size, density):
             or not np.all(arr > 0)):
         raise ValueError(f"half_size must be 3 positive finite numbers, got {half_size!r}")
     h = arr.astype(float)
-    rho = _positive("density", density)
+    rho = positive_number("density", density)
     mass = 8.0 * float(np.prod(h)) * rho
     sq = h * h
     return mass, mass / 3.0 * np.array([sq[1] + sq[2], sq[0] + sq[2], sq[0] + sq[1]])
@@ -94,9 +96,9 @@ def capsule(radius, half_length, density):
     Returns:
       (mass, inertia_diag (3,)), the axis of symmetry being z.
     """
-    r = _positive("radius", radius)
-    half = _nonnegative("half_length", half_length)
-    rho = _positive("density", density)
+    r = positive_number("radius", radius)
+    half = nonnegative_number("half_length", half_length)
+    rho = positive_number("density", density)
     m_cyl = 2.0 * math.pi * r * r * half * rho
     m_sph = 4.0 / 3.0 * math.pi * r ** 3 * rho
     axial = 0.5 * m_cyl * r * r + 0.4 * m_sph * r * r
@@ -160,7 +162,7 @@ def convex_hull(vertices, tol=_FLAT_TOL):
       planes: (F', 4) rows (n, offset), unit n pointing out: n·x <= offset inside the hull.
     """
     pts = _points(vertices)
-    tol = _positive("tol", tol)
+    tol = positive_number("tol", tol)
     hull = _hull(pts)
     scale = float(np.ptp(pts, axis=0).max())
     normals = hull.equations[:, :3]
@@ -213,7 +215,7 @@ def convex_mesh(vertices, density):
       rotation: (3, 3) principal axes as columns, body-to-world: x = com + rotation @ x_body.
     """
     pts = _points(vertices)
-    rho = _positive("density", density)
+    rho = positive_number("density", density)
     hull = _hull(pts)
     ref = pts.mean(axis=0)
     tri = _outward_triangles(hull, pts) - ref

@@ -15,8 +15,6 @@ why `normal` normalizes it.
 
 from __future__ import annotations
 
-import math
-import numbers
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +23,7 @@ from flax import struct
 
 from jaxcontact.math import safe_norm, safe_normalize
 from jaxcontact.models.mesh_distance import MeshDistance
+from jaxcontact.models.mass import nonnegative_number, positive_number
 
 Array = jax.Array
 
@@ -117,20 +116,6 @@ def node_positions(grid: GridSDF) -> np.ndarray:
 
 # --- input checks -----------------------------------------------------------------------------
 
-def _positive(name, value):
-    if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-            or not math.isfinite(value) or value <= 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _nonnegative(name, value):
-    if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-            or not math.isfinite(value) or value < 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
 def _real_array(name, value, shape_text, ndim=None, last=None):
     try:
         arr = np.asarray(value, dtype=float)
@@ -177,7 +162,7 @@ def from_function(fn, lower, upper, spacing, max_nodes=MAX_NODES) -> GridSDF:
     Returns:
       The sampled `GridSDF`.
     """
-    spacing = _positive("spacing", spacing)
+    spacing = positive_number("spacing", spacing)
     lower = _real_array("lower", lower, "(3,)", ndim=1, last=3)
     upper = _real_array("upper", upper, "(3,)", ndim=1, last=3)
     if not np.all(upper > lower):
@@ -251,8 +236,8 @@ def from_mesh(vertices, faces, spacing, padding=None, max_nodes=MAX_NODES) -> Gr
               | (faces[:, 2] == faces[:, 0])):
         raise ValueError("faces must not repeat a vertex within a triangle")
     _check_closed(faces)
-    spacing = _positive("spacing", spacing)
-    padding = 3.0 * spacing if padding is None else _nonnegative("padding", padding)
+    spacing = positive_number("spacing", spacing)
+    padding = 3.0 * spacing if padding is None else nonnegative_number("padding", padding)
     lo, hi = vertices.min(axis=0), vertices.max(axis=0)
     shape = np.ceil((hi - lo + 2.0 * padding) / spacing - 1e-9).astype(int) + 1
     shape = np.maximum(shape, 2)
@@ -328,11 +313,11 @@ def from_heightfield(heights, spacing, origin=(0.0, 0.0), depth=None, height=Non
     if min(heights.shape) < 2:
         raise ValueError(f"heights must have at least 2 samples per axis, got shape "
                          f"{heights.shape}")
-    spacing = _positive("spacing", spacing)
+    spacing = positive_number("spacing", spacing)
     origin = _real_array("origin", origin, "(2,)", ndim=1, last=2)
-    gs = spacing if grid_spacing is None else _positive("grid_spacing", grid_spacing)
-    depth = 4.0 * gs if depth is None else _positive("depth", depth)
-    height = 4.0 * gs if height is None else _positive("height", height)
+    gs = spacing if grid_spacing is None else positive_number("grid_spacing", grid_spacing)
+    depth = 4.0 * gs if depth is None else positive_number("depth", depth)
+    height = 4.0 * gs if height is None else positive_number("height", height)
     extent = (np.asarray(heights.shape) - 1) * spacing
     if gs > extent.min() * (1.0 + 1e-9):
         raise ValueError(f"grid_spacing {gs} exceeds the terrain's extent {extent.tolist()}: "
