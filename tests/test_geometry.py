@@ -302,7 +302,7 @@ def _drop_loss(scene_fn):
     return jax.jit(loss)
 
 
-@pytest.mark.parametrize("shape", ["box", "capsule"])
+@pytest.mark.parametrize("shape", ["box", pytest.param("capsule", marks=pytest.mark.slow)])
 def test_finite_gradient_when_shapes_just_touch(shape):
     def scene():
         sc = jc.Scene(dt=0.002, stiffness=1e5)

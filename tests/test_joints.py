@@ -404,6 +404,7 @@ def _solve(solver, args):
     return jax.jit(lambda a: solver.solve(dynamics.PROBLEM, dynamics.free_flight(a), a))(args)
 
 
+@pytest.mark.slow  # compile-heavy; the exact-rows test below checks the same rows in CI
 @pytest.mark.parametrize("solver", [
     jc.Descent(iterations=4000, early_exit=True),
     jc.Dual(iterations=4000, update="exact", early_exit=True)], ids=["descent", "dual"])

@@ -178,6 +178,7 @@ def test_contact_point_cube_static_force_balance(n, scale):
     assert int(jnp.sum(frame.gap < 0)) == n ** 2
 
 
+@pytest.mark.slow  # the static force-balance test checks the same depth without a solve
 def test_contact_point_cube_settles_at_the_scaled_depth():
     n, mass, k0 = 3, 1.0, 1e4
     model, state = scenes.contact_point_cube(n, mass=mass, stiffness0=k0, vel=(0, 0, 0),
@@ -187,3 +188,24 @@ def test_contact_point_cube_settles_at_the_scaled_depth():
     np.testing.assert_allclose(0.1 - final.pos[0, 2], mass * G / k0, rtol=1e-6)
     np.testing.assert_allclose(info.max_penetration[-1], mass * G / k0, rtol=1e-6)
     assert int(info.active_contacts[-1]) == n ** 2
+
+
+def test_legged_robot_structure_and_trot():
+    scene = scenes.legged_robot()
+    model, state = scene.build()
+    info = scene.info
+    assert model.n_body == 9 and model.n_motor == 8
+    assert model.table.pairs == ()  # no self-collision: only the feet meet the ground
+    # standing straight: the shank tips touch the ground, the torso sits on the hips
+    tips = state.pos[np.asarray(info["shanks"]), 2] - model.geom.size[np.asarray(info["shanks"]),
+                                                                         1] \
+        - model.geom.size[np.asarray(info["shanks"]), 0]
+    np.testing.assert_allclose(np.asarray(tips), 0.0, atol=1e-6)
+    t = np.linspace(0.0, 1.0, 101)
+    targets = scenes.trot_targets(t)
+    assert targets.shape == (101, 8)
+    # diagonal legs move together, the other diagonal half a period later; knees only bend
+    np.testing.assert_allclose(targets[:, 0:2], targets[:, 6:8])   # front-left, rear-right
+    np.testing.assert_allclose(targets[:, 2:4], targets[:, 4:6])   # front-right, rear-left
+    np.testing.assert_allclose(targets[:, 0], -targets[:, 2], atol=1e-12)
+    assert np.all(targets[:, 1::2] >= 0.0)
