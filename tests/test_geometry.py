@@ -269,6 +269,7 @@ def pile():
     return scene
 
 
+@pytest.mark.slow  # compile-heavy; the sweep's pair sets are checked against brute force above
 def test_broad_phase_pile_equals_all_pairs(pile):
     runs = {}
     for mode in ("all_pairs", "sweep"):
@@ -302,7 +303,8 @@ def _drop_loss(scene_fn):
     return jax.jit(loss)
 
 
-@pytest.mark.parametrize("shape", ["box", pytest.param("capsule", marks=pytest.mark.slow)])
+@pytest.mark.slow  # compile-heavy; test_touching_kinematics_have_finite_derivatives is in CI
+@pytest.mark.parametrize("shape", ["box", "capsule"])
 def test_finite_gradient_when_shapes_just_touch(shape):
     def scene():
         sc = jc.Scene(dt=0.002, stiffness=1e5)
@@ -319,6 +321,31 @@ def test_finite_gradient_when_shapes_just_touch(shape):
     eps = 1e-6
     fd = (loss(-0.05 + eps) - loss(-0.05 - eps)) / (2 * eps)
     np.testing.assert_allclose(float(g), float(fd), rtol=1e-5, atol=1e-9)
+
+
+def test_touching_kinematics_have_finite_derivatives():
+    # shapes exactly touching, in the configurations where features meet: aligned equal boxes
+    # (corners on edges), parallel capsules end to end, a sphere on a box edge
+    scene = jc.Scene()
+    scene.add_box(0.1, 1.0, (0.0, 0.0, 0.0))
+    scene.add_box(0.1, 1.0, (0.0, 0.0, 0.2))
+    scene.add_capsule(0.05, 0.2, 1.0, (2.0, 0.0, 0.0))
+    scene.add_capsule(0.05, 0.2, 1.0, (2.0, 0.0, 0.5))
+    scene.add_sphere(0.05, 1.0, (0.1 + 0.05 / math.sqrt(2), 0.0, -0.1 - 0.05 / math.sqrt(2)))
+    model, state = scene.build(dtype=jnp.float64)
+    cand = candidates(model, state)
+
+    def frame(pos, quat):
+        f = contact_frame(model, cand, pos, quat)
+        return f.gap, f.normal, f.point
+
+    values = frame(state.pos, state.quat)
+    assert float(jnp.min(values[0])) == pytest.approx(0.0, abs=1e-12)  # they do touch
+    for jac in jax.jacfwd(frame, argnums=(0, 1))(state.pos, state.quat):
+        for block in jac:
+            assert bool(jnp.all(jnp.isfinite(block)))
+    hess = jax.hessian(lambda p: jnp.sum(frame(p, state.quat)[0] ** 2))(state.pos)
+    assert bool(jnp.all(jnp.isfinite(hess)))
 
 
 # --- validation -----------------------------------------------------------------------------
