@@ -18,10 +18,10 @@ demo: $(STAMP)
 	$(VENV)/bin/jaxcontact demo
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n auto
 
 test-all: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,bench]"
