@@ -268,13 +268,7 @@ class Scene:
 
         `add_joint(..., collide=False)` (the default) does this for the bodies it joins.
         """
-        n = len(self._bodies)
-        for name, index in (("body_a", body_a), ("body_b", body_b)):
-            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
-                    0 <= index < n):
-                raise ValueError(f"{name} must be a body index in [0, {n}), got {index!r}")
-        if body_a == body_b:
-            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+        self._check_pair(body_a, body_b, world=False)
         self._no_collide.add((min(body_a, body_b), max(body_a, body_b)))
 
     def add_obstacle(self, grid, *, friction=None, stiffness=None, damping=None) -> int:
@@ -319,9 +313,11 @@ class Scene:
                               "rest_length": _number("rest_length", rest_length, low=0)})
         return len(self._springs) - 1
 
-    def _check_pair(self, body_a, body_b):
+    def _check_pair(self, body_a, body_b, world=True):
+        """ValueError unless body_a and body_b are distinct body indices (body_b may be -1,
+        the world, when `world`)."""
         n = len(self._bodies)
-        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1)):
+        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1 if world else 0)):
             if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
                     low <= index < n):
                 raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
