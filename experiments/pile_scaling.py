@@ -27,6 +27,7 @@ Run:  python experiments/pile_scaling.py [--quick]
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 import time
@@ -39,12 +40,13 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
+from jaxcontact.models import geometry  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import finish_figure, log, parser, save  # noqa: E402
 
-SPHERES = (20, 50, 100, 200, 400)  # 1000 takes too long on 2 shared cores (see docs)
-CUBES = (100, 200)
+SPHERES = (20, 50, 100, 200, 400, 1000)
+CUBES = (100, 200, 300)
 STEPS, CUBE_STEPS = 20, 10
 QUICK_SPHERES, QUICK_CUBES = (20, 50), (100,)
 QUICK_STEPS, QUICK_CUBE_STEPS = 10, 4
@@ -95,7 +97,8 @@ def run(n, steps, shape):
         return jnp.mean(final.pos[:, 2])
 
     row = {"n": n, "shape": shape, "steps": steps, "window": bp.window,
-           "capacity": 6 * n}
+           "capacity": model.table.pairs[0].capacity,
+           "contact_rows": geometry.n_rows(model)}
     results = {}
     for name, fn, args in (("forward", forward, (model, state)),
                            ("gradient", jax.value_and_grad(loss), (state.vel, model, state))):
@@ -168,15 +171,30 @@ def plot(spheres, cubes):
 
 
 def main() -> None:
-    args = parser(__doc__.splitlines()[0]).parse_args()
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--spheres", type=int, nargs="*", help="sphere counts (default all)")
+    p.add_argument("--cubes", type=int, nargs="*", help="cube counts (default all)")
+    p.add_argument("--previous", type=pathlib.Path,
+                   help="an earlier pile_scaling.json whose rows fill in the counts not run")
+    args = p.parse_args()
     if args.quick:
         sphere_ns, cube_ns, steps, cube_steps = QUICK_SPHERES, QUICK_CUBES, QUICK_STEPS, \
             QUICK_CUBE_STEPS
     else:
         sphere_ns, cube_ns, steps, cube_steps = SPHERES, CUBES, STEPS, CUBE_STEPS
+    sphere_ns = sphere_ns if args.spheres is None else tuple(args.spheres)
+    cube_ns = cube_ns if args.cubes is None else tuple(args.cubes)
     start = time.perf_counter()
     spheres = [run(n, steps, "sphere") for n in sphere_ns]
     cubes = [run(n, cube_steps, "box") for n in cube_ns]
+    if args.previous:
+        old = json.loads(args.previous.read_text())
+        spheres = sorted(spheres + [r for r in old["spheres"] if r["n"] not in sphere_ns],
+                         key=lambda r: r["n"])
+        cubes = sorted(cubes + [r for r in old["cubes"] if r["n"] not in cube_ns],
+                       key=lambda r: r["n"])
+        sphere_ns = tuple(r["n"] for r in spheres)
+        cube_ns = tuple(r["n"] for r in cubes)
     ns = [r["n"] for r in spheres]
     slopes = {
         "forward_time": loglog_slope(ns, [r["forward_s_per_step"] for r in spheres]),

@@ -18,7 +18,7 @@ import numpy as np
 from jaxcontact.math import quat_rotate, quat_to_mat
 from jaxcontact.models import mass as mass_properties
 from jaxcontact.models import sdf
-from jaxcontact.models.broad_phase import BroadPhase
+from jaxcontact.models.broad_phase import BroadPhase, default_capacity
 from jaxcontact.models.contact import Contact
 from jaxcontact.solvers import SOLVERS, check_solver
 from jaxcontact.solvers.newton import Newton
@@ -480,7 +480,7 @@ class Scene:
                 groups.append(PairGroup(int(sa), int(sb), pairs, len(pairs)))
             else:
                 members = len(set(by_shape[sa]) | set(by_shape[sb]))
-                capacity = broad_phase.capacity or 6 * members
+                capacity = broad_phase.capacity or default_capacity(sa, sb) * members
                 groups.append(PairGroup(int(sa), int(sb), (), min(capacity, len(pairs))))
         return ContactTable(world=tuple(world), pairs=tuple(groups), excluded=excluded,
                             broad_phase=None if brute else broad_phase)

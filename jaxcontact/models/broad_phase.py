@@ -19,6 +19,7 @@ import numbers
 import jax.numpy as jnp
 
 from jaxcontact.math import safe_norm
+from jaxcontact.types import Shape
 
 MODES = ("auto", "all_pairs", "sweep")
 
@@ -31,9 +32,9 @@ class BroadPhase:
       mode: "auto" (default: every pair is a candidate when the scene has at most
         `max_all_pairs` body pairs, else "sweep"), "all_pairs" (brute force: every pair of
         bodies, every step; exact but O(N²)) or "sweep" (sort and sweep, see the module).
-      capacity: candidate slots per pair of shapes (e.g. box-box). None: 6 per body of the
-        two shapes, at most the number of such pairs. Contact rows grow with it (box-box
-        pairs have 16 contact points each).
+      capacity: candidate slots per pair of shapes (e.g. box-box). None: `default_capacity`
+        per body of the two shapes, at most the number of such pairs. Contact rows grow with
+        it (box-box pairs have 17 contact rows each).
       window: bodies after each one, in sweep order, that it is tested against; a denser
         pile needs more. Overflow is reported when it is too small.
       margin: distance (m) added to every bounding sphere, on top of the motion of the step
@@ -58,6 +59,17 @@ class BroadPhase:
         if (isinstance(self.margin, bool) or not isinstance(self.margin, numbers.Real)
                 or not self.margin >= 0 or self.margin == float("inf")):
             raise ValueError(f"margin must be a finite number >= 0, got {self.margin!r}")
+
+
+def default_capacity(shape_a, shape_b) -> int:
+    """Candidate slots per body for a pair of shapes when `BroadPhase.capacity` is None.
+
+    Equal spheres touch at most 12 neighbours (6 pairs per body). A cube's bounding sphere
+    (radius √3 h) overlaps those of all 26 cubes around it in a packing, whether they touch
+    or not: 13 pairs per body for any group with a non-spherical shape. Denser candidate
+    sets (long capsules in a bundle) report overflow and need an explicit capacity.
+    """
+    return 6 if shape_a == shape_b == Shape.SPHERE else 13
 
 
 def sweep(centre, radius, window):
