@@ -17,7 +17,7 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact.models import broad_phase as bp
-from jaxcontact.models.geometry import candidates, contact_frame, segment_closest
+from jaxcontact.models.geometry import FAR, candidates, contact_frame, segment_closest
 
 G = 9.81
 
@@ -30,7 +30,9 @@ def _frame(scene, **build):
 
 
 def _rows_between(frame, a, b):
-    sel = (np.asarray(frame.body_a) == a) & (np.asarray(frame.body_b) == b)
+    """The used rows (unused ones carry the gap FAR) between bodies a and b."""
+    sel = ((np.asarray(frame.body_a) == a) & (np.asarray(frame.body_b) == b)
+           & (np.asarray(frame.gap) != FAR))
     return (np.asarray(frame.gap)[sel], np.asarray(frame.normal)[sel],
             np.asarray(frame.point)[sel])
 
@@ -117,6 +119,106 @@ def test_capsules_crossed_and_parallel():
     np.testing.assert_allclose(point[0][0], 0.15, atol=1e-12)
 
 
+def _turn(axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    return (math.cos(angle / 2), *(math.sin(angle / 2) * axis))
+
+
+def test_crossed_box_edges_touch_at_the_common_perpendicular():
+    # lower box turned 45° about y (top edge along y), upper about x (bottom edge along x):
+    # no corner is near the other box, the edges cross at the centre
+    h, rho = 0.1, 0.01
+    reach = math.sqrt(2) * (h - rho) + rho          # centre to the rounded edge
+    scene = jc.Scene()
+    scene.add_box(h, 1.0, (0.0, 0.0, 0.0), quat=_turn((0, 1, 0), math.pi / 4), rounding=rho)
+    scene.add_box(h, 1.0, (0.01, -0.02, 2 * reach - 1e-3), quat=_turn((1, 0, 0), math.pi / 4),
+                  rounding=rho)
+    _, _, frame, _ = _frame(scene)
+    gap, normal, point = _rows_between(frame, 0, 1)
+    assert gap.shape == (17,)                       # 16 corner rows + the edge row
+    edge = np.argmin(gap)
+    np.testing.assert_allclose(gap[edge], -1e-3, atol=1e-12)
+    np.testing.assert_allclose(normal[edge], [0.0, 0.0, -1.0], atol=1e-12)
+    np.testing.assert_allclose(point[edge], [0.0, -0.02, reach - 5e-4], atol=1e-12)
+    assert np.sort(gap)[1] > 0.03                   # corners are far
+
+
+def _point_box(q, half):
+    return np.linalg.norm(np.maximum(np.abs(q) - half, 0.0))
+
+
+def _segment_distance(p0, p1, q0, q1):
+    s, t = segment_closest(*(jnp.asarray(x) for x in (p0, p1 - p0, q0, q1 - q0)))
+    return np.linalg.norm(p0 + float(s) * (p1 - p0) - q0 - float(t) * (q1 - q0))
+
+
+def _box_features(centre, rot, half):
+    """World corners (8, 3) and edges (12, 2, 3) of a box (a segment if half has zeros)."""
+    corners = centre + (_CORNER_SIGNS * half) @ rot.T
+    edges = [(corners[i], corners[j]) for i, j in itertools.combinations(range(8), 2)
+             if np.sum(_CORNER_SIGNS[i] != _CORNER_SIGNS[j]) == 1]
+    return corners, np.asarray(edges)
+
+
+def _separated(centre_a, rot_a, half_a, centre_b, rot_b, half_b):
+    """Exact separating-axis test of two boxes (half extents may be 0: a segment)."""
+    axes = list(rot_a.T) + list(rot_b.T)
+    axes += [np.cross(u, v) for u in rot_a.T for v in rot_b.T]
+    d = centre_a - centre_b
+    for n in axes:
+        if np.linalg.norm(n) < 1e-9:
+            continue
+        n = n / np.linalg.norm(n)
+        if abs(n @ d) > np.abs(rot_a.T @ n) @ half_a + np.abs(rot_b.T @ n) @ half_b:
+            return True
+    return False
+
+
+_CORNER_SIGNS = np.array(list(itertools.product((-1.0, 1.0), repeat=3)))
+
+
+@pytest.mark.parametrize("other", ["box", "capsule"])
+def test_rows_find_the_distance_of_separated_boxes_and_capsules(other):
+    # random separated poses: the smallest gap of a box-box (box-capsule) pair is the exact
+    # distance of the two rounded shapes, the minimum over vertex-face pairs and all 144
+    # (12) edge-edge pairs of segments; crossed edges are found by the edge row
+    rng = np.random.default_rng(1)
+    half_a, rho_a = np.array([0.1, 0.06, 0.04]), 0.005
+    radius_b, half_length = 0.03, 0.12
+    checked = edge_hits = 0
+    for trial in range(40):
+        quats = rng.normal(size=(2, 4))
+        quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+        direction = rng.normal(size=3)
+        centre_a = 0.24 * rng.uniform(0.6, 1.0) * direction / np.linalg.norm(direction)
+        scene = jc.Scene()
+        scene.add_box(half_a, 1.0, centre_a, quat=quats[0], rounding=rho_a)
+        if other == "box":
+            core_b, rho_b = np.array([0.08, 0.05, 0.07]) - 0.004, 0.004
+            scene.add_box(core_b + rho_b, 1.0, (0.0, 0.0, 0.0), quat=quats[1], rounding=rho_b)
+        else:
+            core_b, rho_b = np.array([0.0, 0.0, half_length]), radius_b
+            scene.add_capsule(radius_b, half_length, 1.0, (0.0, 0.0, 0.0), quat=quats[1])
+        model, state, frame, _ = _frame(scene)
+        rot = np.asarray(jc.math.quat_to_mat(state.quat))
+        core_a = half_a - rho_a
+        if not _separated(centre_a, rot[0], core_a, np.zeros(3), rot[1], core_b):
+            continue
+        corners_a, edges_a = _box_features(centre_a, rot[0], core_a)
+        corners_b, edges_b = _box_features(np.zeros(3), rot[1], core_b)
+        distance = min(
+            min(_point_box(rot[1].T @ c, core_b) for c in corners_a),
+            min(_point_box(rot[0].T @ (c - centre_a), core_a) for c in corners_b),
+            min(_segment_distance(*ea, *eb) for ea in edges_a for eb in edges_b))
+        gap, _, _ = _rows_between(frame, 0, 1)
+        np.testing.assert_allclose(gap.min(), distance - rho_a - rho_b, atol=1e-10)
+        rows = np.asarray(frame.gap)
+        checked += 1
+        edge_hits += int(rows[-1] != FAR and rows[-1] == gap.min())
+    print(f"{other}: {checked} separated poses, edge row closest in {edge_hits}")
+    assert checked >= 20 and edge_hits >= 3  # the edge row is the closest feature in some
+
+
 def test_segment_closest_points_against_brute_force():
     rng = np.random.default_rng(0)
     grid = np.linspace(0.0, 1.0, 401)
@@ -200,6 +302,33 @@ def test_box_on_box_resting_penetration(resting):
     pair = m * G / (8 * k)        # equal faces: 4 corners of each box against the other
     np.testing.assert_allclose(z[0], 0.1 - low, rtol=0, atol=1e-8)
     np.testing.assert_allclose(z[1], 0.3 - low - pair, rtol=0, atol=1e-8)
+
+
+def test_box_and_capsule_rest_on_a_crossed_box_edge():
+    # a box balanced on its bottom edge (along y) carries a box on crossed edges, another
+    # (top edge along x) a capsule lying across it: only the edge rows touch, each carrying
+    # the weight above it (m g / k), and the boxes' two lower corners share the total load
+    k, m, h, rho, r = 1e5, 1.0, 0.1, 0.01, 0.04
+    reach = math.sqrt(2) * (h - rho) + rho
+    scene = jc.Scene(dt=0.002, stiffness=k, damping=200.0)
+    scene.add_plane()
+    scene.add_box(h, m, (0.0, 0.0, reach), quat=_turn((0, 1, 0), math.pi / 4), rounding=rho)
+    scene.add_box(h, m, (0.0, 0.0, 3 * reach), quat=_turn((1, 0, 0), math.pi / 4),
+                  rounding=rho)
+    scene.add_box(h, m, (2.0, 0.0, reach), quat=_turn((1, 0, 0), math.pi / 4), rounding=rho)
+    scene.add_capsule(r, 0.15, m, (2.0, 0.0, 2 * reach + r), quat=_turn((1, 0, 0), math.pi / 2))
+    for i in (0, 1):
+        for j in (2, 3):
+            scene.exclude_pair(i, j)
+    model, state = scene.build(dtype=jnp.float64)
+    final, _, info = jc.rollout(model, state, steps=300, return_info=True)
+    assert bool(jnp.all(info.converged))
+    z = np.asarray(final.pos[:, 2])
+    lower = reach - 2 * m * G / (2 * k)
+    np.testing.assert_allclose(z[[0, 2]], lower, atol=1e-8)
+    np.testing.assert_allclose(z[1], lower + 2 * reach - m * G / k, atol=1e-8)
+    np.testing.assert_allclose(z[3], lower + reach + r - m * G / k, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(final.quat), np.asarray(state.quat), atol=1e-8)
 
 
 def test_sphere_on_box_and_mesh_cube_resting_penetration(resting):
@@ -304,11 +433,15 @@ def _drop_loss(scene_fn):
 
 
 @pytest.mark.slow  # compile-heavy; test_touching_kinematics_have_finite_derivatives is in CI
-@pytest.mark.parametrize("shape", ["box", "capsule"])
+@pytest.mark.parametrize("shape", ["box", "capsule", "crossed"])
 def test_finite_gradient_when_shapes_just_touch(shape):
     def scene():
         sc = jc.Scene(dt=0.002, stiffness=1e5)
-        if shape == "box":
+        if shape == "crossed":                              # crossed edges exactly touching
+            reach = math.sqrt(2) * 0.098 + 0.002
+            sc.add_box(0.1, 1.0, (0.0, 0.0, 0.0), quat=_turn((0, 1, 0), math.pi / 4))
+            sc.add_box(0.1, 1.0, (0.03, 0.0, 2 * reach), quat=_turn((1, 0, 0), math.pi / 4))
+        elif shape == "box":
             sc.add_box(0.1, 1.0, (0.0, 0.0, 0.0))
             sc.add_box(0.1, 1.0, (0.03, 0.0, 0.2))          # faces exactly touching
         else:
@@ -325,10 +458,13 @@ def test_finite_gradient_when_shapes_just_touch(shape):
 
 def test_touching_kinematics_have_finite_derivatives():
     # shapes exactly touching, in the configurations where features meet: aligned equal boxes
-    # (corners on edges), parallel capsules end to end, a sphere on a box edge
+    # (corners on edges), parallel capsules end to end, a sphere on a box edge, crossed edges
     scene = jc.Scene()
     scene.add_box(0.1, 1.0, (0.0, 0.0, 0.0))
     scene.add_box(0.1, 1.0, (0.0, 0.0, 0.2))
+    reach = math.sqrt(2) * 0.098 + 0.002                 # default rounding: 2% of 0.1
+    scene.add_box(0.1, 1.0, (4.0, 0.0, 0.0), quat=_turn((0, 1, 0), math.pi / 4))
+    scene.add_box(0.1, 1.0, (4.0, 0.0, 2 * reach), quat=_turn((1, 0, 0), math.pi / 4))
     scene.add_capsule(0.05, 0.2, 1.0, (2.0, 0.0, 0.0))
     scene.add_capsule(0.05, 0.2, 1.0, (2.0, 0.0, 0.5))
     scene.add_sphere(0.05, 1.0, (0.1 + 0.05 / math.sqrt(2), 0.0, -0.1 - 0.05 / math.sqrt(2)))
@@ -341,6 +477,8 @@ def test_touching_kinematics_have_finite_derivatives():
 
     values = frame(state.pos, state.quat)
     assert float(jnp.min(values[0])) == pytest.approx(0.0, abs=1e-12)  # they do touch
+    crossed, _, _ = _rows_between(contact_frame(model, cand, state.pos, state.quat), 2, 3)
+    assert crossed.min() == pytest.approx(0.0, abs=1e-12)               # at the edge row
     for jac in jax.jacfwd(frame, argnums=(0, 1))(state.pos, state.quat):
         for block in jac:
             assert bool(jnp.all(jnp.isfinite(block)))

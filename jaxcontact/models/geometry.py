@@ -17,9 +17,16 @@ Contact points of each pairing:
 - sphere vs anything: the sphere centre against the other core (exact).
 - capsule vs capsule: the closest points of the two segments (exact; for parallel segments
   the middle of their overlap).
-- box-box, box-capsule and pairs with meshes: each side's points against the other's core.
-  This finds vertex-face contact, not edge-edge crossings, and a face lying on a face of
-  the same size gets points from both sides (8 for two equal boxes).
+- box-box, box-capsule and pairs with meshes: each side's points against the other's core
+  (vertex-face contact; a face lying on a face of the same size gets points from both
+  sides, 8 for two equal boxes).
+- box-box and box-capsule also have one edge-edge row per pair (`edge_pairing`): crossing
+  edges (a capsule's segment counts as an edge) touch at the common perpendicular of the
+  two edge lines, d = n·(p_a - p_b) - ρ_a - ρ_b with n ∝ e_a × e_b. The pairing (which
+  edges, the normal's sign) is chosen at the start of the step by the separating-axis test
+  and frozen, so within the step the row is smooth; it is used only when an edge axis
+  separates the cores best and the closest points lie inside both edges. Mesh-mesh pairs
+  have no edge rows.
 Normals point from side b (or the world, index -1) into side a: the force on a is along +n.
 For a fixed pairing the gap and normal are smooth while the contact point stays outside the
 other core: the exterior distance of a convex core is C1. A box's rounding keeps its corners
@@ -36,7 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxcontact.math import quat_rotate, quat_rotate_inverse, safe_div, safe_norm, safe_normalize
+from jaxcontact.math import (quat_rotate, quat_rotate_inverse, quat_to_mat, safe_div, safe_norm,
+                             safe_normalize)
 from jaxcontact.models import broad_phase as bp
 from jaxcontact.models import sdf
 from jaxcontact.types import Array, Model, Shape, State
@@ -52,14 +60,21 @@ class Candidates:
     Attributes:
       body_a:   (K,) int body of side a.
       body_b:   (K,) int body of side b, -1 for the world (planes, obstacles, unused slots).
-      used:     (K,) bool, false for unused broad-phase slots and mesh padding.
+      used:     (K,) bool, false for unused broad-phase slots, mesh padding and edge rows
+                whose pairing is not an edge-edge contact.
       overflow: () bool, the broad phase dropped pairs (see `broad_phase`).
+      edge:     (E, 2, 3) the frozen edge of each edge-edge row (in layout order), for
+                side a and side b: corner signs ±1 of the edge's other two axes and 0 on
+                the edge's own axis (its midpoint is edge ∘ half extents of the core).
+      edge_sign: (E,) ±1 orientation of the row's normal against e_a × e_b.
     """
 
     body_a: Array
     body_b: Array
     used: Array
     overflow: Array
+    edge: Array
+    edge_sign: Array
 
 
 @struct.dataclass
@@ -192,6 +207,77 @@ def segment_closest(start_a, dir_a, start_b, dir_b):
     return s, t
 
 
+def _core_half(shape, size, rounding):
+    """Half extents of a box-like core: the box's shrunk by its rounding, a capsule's segment
+    (0, 0, half length)."""
+    if shape == Shape.CAPSULE:
+        return jnp.stack([0.0 * size[..., 1], 0.0 * size[..., 1], size[..., 1]], axis=-1)
+    return size - rounding[..., None]
+
+
+def edge_pairing(pos_a, quat_a, half_a, faces_a, pos_b, quat_b, half_b, faces_b):
+    """Edge-edge pairing of two box-like cores by the separating-axis test (one pair).
+
+    Candidate axes are the face normals of each side that has faces (not a capsule's
+    segment) and the 9 cross products e_a × e_b of edge directions; the separation along a
+    unit axis n oriented from b to a is n·(c_a - c_b) - Σ_k h_a,k |n·a_k| - Σ_k h_b,k |n·b_k|
+    (the signed distance of the cores when that axis is the best). The pairing is an
+    edge-edge contact if the best edge axis beats every face axis (by a relative 1e-7, so
+    stacked faces, whose edge axes tie with a face normal, stay with their corner rows) and
+    the closest points of the two supporting edge lines lie strictly inside both edges.
+
+    Returns (valid, edge (2, 3), sign) as in `Candidates`.
+    """
+    axes_a, axes_b = quat_to_mat(quat_a).T, quat_to_mat(quat_b).T    # rows: body axes
+    delta = pos_a - pos_b
+
+    def separation(n):
+        return (jnp.abs(n @ delta) - jnp.abs(axes_a @ n) @ half_a - jnp.abs(axes_b @ n) @ half_b)
+
+    cross = jnp.cross(axes_a[:, None, :], axes_b[None, :, :]).reshape(9, 3)
+    length = safe_norm(cross)
+    normal = cross / jnp.where(length > 1e-6, length, 1.0)[:, None]
+    has_edge = ((half_a[:, None] > 0.0) & (half_b[None, :] > 0.0)).reshape(9)
+    edge_sep = jnp.where((length > 1e-6) & has_edge, jax.vmap(separation)(normal), -jnp.inf)
+    face_sep = jnp.concatenate([jnp.where(faces_a, jax.vmap(separation)(axes_a), -jnp.inf),
+                                jnp.where(faces_b, jax.vmap(separation)(axes_b), -jnp.inf)])
+    best = jnp.argmax(edge_sep)
+    i, j = best // 3, best % 3
+    sign = jnp.where(normal[best] @ delta >= 0.0, 1.0, -1.0)
+    n = sign * normal[best]
+    on_axis_a, on_axis_b = jnp.arange(3) == i, jnp.arange(3) == j
+    corner_a = jnp.where(on_axis_a, 0.0, -jnp.where(axes_a @ n >= 0.0, 1.0, -1.0))
+    corner_b = jnp.where(on_axis_b, 0.0, jnp.where(axes_b @ n >= 0.0, 1.0, -1.0))
+    s, t = _line_closest(pos_a + (corner_a * half_a) @ axes_a, axes_a[i],
+                         pos_b + (corner_b * half_b) @ axes_b, axes_b[j])
+    scale = jnp.sum(half_a) + jnp.sum(half_b)
+    valid = ((edge_sep[best] > jnp.max(face_sep) + 1e-7 * scale)
+             & (jnp.abs(s) < half_a[i]) & (jnp.abs(t) < half_b[j]))
+    return valid, jnp.stack([corner_a, corner_b]), sign
+
+
+def _line_closest(point_a, dir_a, point_b, dir_b):
+    """Parameters (s, t) of the closest points point + s dir of two lines (unit directions,
+    not parallel): the common perpendicular."""
+    r = point_a - point_b
+    b, ra, rb = dir_a @ dir_b, dir_a @ r, dir_b @ r
+    s = safe_div(b * rb - ra, 1.0 - b * b)
+    return s, rb + s * b
+
+
+def _edges(pos_a, quat_a, half_a, radius_a, pos_b, quat_b, half_b, radius_b, edge, sign):
+    """Gap, normal and point of a frozen edge-edge pairing (`edge_pairing`) at poses a, b:
+    the common perpendicular of the two edge lines, grown by the two radii."""
+    own_a, own_b = (edge[0] == 0.0).astype(pos_a.dtype), (edge[1] == 0.0).astype(pos_a.dtype)
+    dir_a, dir_b = quat_rotate(quat_a, own_a), quat_rotate(quat_b, own_b)
+    mid_a = pos_a + quat_rotate(quat_a, edge[0] * half_a)
+    mid_b = pos_b + quat_rotate(quat_b, edge[1] * half_b)
+    normal = sign * safe_normalize(jnp.cross(dir_a, dir_b))
+    gap = normal @ (mid_a - mid_b) - radius_a - radius_b
+    s, _ = _line_closest(mid_a, dir_a, mid_b, dir_b)
+    return gap, normal, mid_a + s * dir_a - (radius_a + 0.5 * gap) * normal
+
+
 def _segments(pos_a, quat_a, size_a, pos_b, quat_b, size_b):
     """Capsule against capsule: the closest points of the axis segments, grown by the radii."""
     start_a, dir_a = _segment_ends(pos_a, quat_a, size_a[1])
@@ -207,17 +293,20 @@ def _segments(pos_a, quat_a, size_a, pos_b, quat_b, size_b):
 
 def pair_terms(shape_a, shape_b):
     """Which contact points a pair of shapes uses: "a" (a's points vs b's core), "b" (b's
-    points vs a's core), "segments" (capsule-capsule closest points)."""
+    points vs a's core), "segments" (capsule-capsule closest points), "edges" (one
+    edge-edge row, box-box and box-capsule)."""
     if shape_a == Shape.SPHERE:
         return ("a",)
     if shape_a == shape_b == Shape.CAPSULE:
         return ("segments",)
+    if {shape_a, shape_b} <= {Shape.BOX, Shape.CAPSULE}:
+        return ("a", "b", "edges")
     return ("a", "b")
 
 
 def _term_rows(model, group, term):
     """Contact rows per slot of a pair-group term."""
-    if term == "segments":
+    if term in ("segments", "edges"):
         return 1
     return proxy_count(model, group.shape_a if term == "a" else group.shape_b)
 
@@ -264,7 +353,7 @@ def candidates(model: Model, state: State) -> Candidates:
                 *slots[g], dropped = bp.group_slots(i, j, hit, shape, g.shape_a, g.shape_b,
                                                     g.capacity, model.n_body, table.excluded)
                 overflow = overflow | dropped
-    body_a, body_b, used = [], [], []
+    body_a, body_b, used, edge, edge_sign = [], [], [], [], []
     for kind, group, term, per, count in _layout(model):
         index = np.tile(np.arange(per), count)
         if kind == "world":
@@ -282,15 +371,32 @@ def candidates(model: Model, state: State) -> Candidates:
         body_a.append(a), body_b.append(b)
         if term == "segments":
             used.append(slot_used)
+        elif term == "edges":
+            valid, corners, sign = _edge_pairings(model, group, state, a, b)
+            used.append(slot_used & valid), edge.append(corners), edge_sign.append(sign)
         else:
             owner = a if term == "a" else b
             shape = group.shape_a if term == "a" else group.shape_b
             used.append(slot_used & _proxy_valid(model, shape, index, jnp.maximum(owner, 0)))
+    dtype = state.pos.dtype
+    edge = jnp.concatenate(edge) if edge else jnp.zeros((0, 2, 3), dtype)
+    edge_sign = jnp.concatenate(edge_sign) if edge_sign else jnp.zeros((0,), dtype)
     if not body_a:
         empty = jnp.zeros((0,), jnp.int32)
-        return Candidates(empty, empty, jnp.zeros((0,), bool), overflow)
+        return Candidates(empty, empty, jnp.zeros((0,), bool), overflow, edge, edge_sign)
     return Candidates(jnp.concatenate(body_a), jnp.concatenate(body_b), jnp.concatenate(used),
-                      overflow)
+                      overflow, edge, edge_sign)
+
+
+def _edge_pairings(model, group, state, a, b):
+    """`edge_pairing` of every slot (bodies a, b; -1 = unused) of a box/capsule pair group."""
+    geom = model.geom
+    a, b = jnp.maximum(a, 0), jnp.maximum(b, 0)
+    half_a = _core_half(group.shape_a, geom.size[a], geom.rounding[a])
+    half_b = _core_half(group.shape_b, geom.size[b], geom.rounding[b])
+    pairing = jax.vmap(edge_pairing, in_axes=(0, 0, 0, None, 0, 0, 0, None))
+    return pairing(state.pos[a], state.quat[a], half_a, group.shape_a == Shape.BOX,
+                   state.pos[b], state.quat[b], half_b, group.shape_b == Shape.BOX)
 
 
 def gather_poses(pos: Array, quat: Array, body) -> tuple[Array, Array]:
@@ -316,7 +422,7 @@ def candidate_frame(model: Model, cand: Candidates, pos_a, quat_a, pos_b, quat_b
     """
     geom = model.geom
     gaps, normals, points = [], [], []
-    start = 0
+    start = edge_start = 0
     for kind, group, term, per, count in _layout(model):
         rows = slice(start, start + per * count)
         start += per * count
@@ -338,6 +444,15 @@ def candidate_frame(model: Model, cand: Candidates, pos_a, quat_a, pos_b, quat_b
         elif term == "segments":
             b = jnp.maximum(cand.body_b[rows], 0)
             gap, normal, point = jax.vmap(_segments)(pa, qa, geom.size[a], pb, qb, geom.size[b])
+        elif term == "edges":
+            b = jnp.maximum(cand.body_b[rows], 0)
+            edges = slice(edge_start, edge_start + count)
+            edge_start += count
+            sides = [(_core_half(shape, geom.size[x], geom.rounding[x]),
+                      shape_radius(shape, geom.size[x], geom.rounding[x]))
+                     for shape, x in ((group.shape_a, a), (group.shape_b, b))]
+            gap, normal, point = jax.vmap(_edges)(pa, qa, *sides[0], pb, qb, *sides[1],
+                                                  cand.edge[edges], cand.edge_sign[edges])
         else:
             b = jnp.maximum(cand.body_b[rows], 0)
             own, other = (a, b) if term == "a" else (b, a)
