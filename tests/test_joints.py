@@ -429,12 +429,12 @@ def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     model, args, u = arm_solution
     rows, dense = _rows(u, args)
     n = model.n_body
-    # layout: 16 contact rows (the far, untouching pair link 1 - weight: jointed neighbours do
-    # not collide) x 4 blocks, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor rows;
+    # layout: 17 contact rows (the far, untouching pair link 1 - weight, 16 corner rows and an
+    # unused edge-edge row: jointed neighbours do not collide) x 4 blocks, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor rows;
     # damping: hinge 2, cable 1, motor 2; one-sided: cable, lower, upper
-    assert rows.n_contact == 16 and rows.n_unilateral == 3
+    assert rows.n_contact == 17 and rows.n_unilateral == 3
     c = 4 * rows.n_contact
-    assert bool(jnp.all(rows.error[:16] > 0.1))
+    assert bool(jnp.all(rows.error[:17] > 0.1))
     assert rows.error.shape == (c + 18 + 5 + 3,)
     lam = project(rows, -rows.stiffness * rows.error)
     impulse = blocks.transpose_apply(rows, lam, n).reshape(-1)

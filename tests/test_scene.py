@@ -283,7 +283,9 @@ def test_contact_rows_of_each_shape_pair():
     model, state = scene.build()
     spheres, boxes = [0, 2, 4], [1, 3]
     body_a, body_b, used = _rows(model, state)
-    assert used.all() and len(body_a) == n_rows(model)
+    assert len(body_a) == n_rows(model)
+    # every row is used but the box-box edge-edge row: these boxes' edges do not cross
+    assert used[:-1].all() and not used[-1] and (body_a[-1], body_b[-1]) == (1, 3)
     world = [(a, b) for a, b in zip(body_a, body_b) if b < 0]
     # every body against each of the 2 planes: 1 row per sphere, 8 corner rows per box
     for sphere in spheres:
@@ -297,9 +299,9 @@ def test_contact_rows_of_each_shape_pair():
     for s in spheres:
         for box in boxes:
             assert pairs.count((s, box)) == 1
-    # box-box: 8 corners of each side against the other box
-    assert pairs.count((1, 3)) == 16
-    assert len(pairs) == 3 + 6 + 16
+    # box-box: 8 corners of each side against the other box, and the edge-edge row
+    assert pairs.count((1, 3)) == 17
+    assert len(pairs) == 3 + 6 + 17
     assert model.table.broad_phase is None  # 10 pairs: brute force
 
 
@@ -310,7 +312,7 @@ def test_no_collision_pairs_and_single_bodies():
     assert n_rows(model) == 0  # no planes, no other body
     scene.add_box(0.1, 1.0, (1, 0, 0))
     model, state = scene.build()
-    assert n_rows(model) == 16
+    assert n_rows(model) == 17  # 16 corner rows and the edge-edge row
 
 
 def test_pair_parameters_equal_values_give_that_value():

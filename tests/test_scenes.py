@@ -57,24 +57,26 @@ def test_spring_chain_counts(n):
 
 def test_spring_chain_self_collision_counts():
     model, _ = scenes.spring_chain(4, self_collision=True).build()
-    assert _rows_by_pairing(model) == (32, 6 * 16)              # 6 box pairs, 16 points each
+    assert _rows_by_pairing(model) == (32, 6 * 17)              # 6 box pairs, 16 points + edge
 
 
 def test_box_stack_counts():
     model, state = scenes.box_stack(3).build()
     assert model.n_body == 3 and len(model.spring.body_a) == 0
-    assert _rows_by_pairing(model) == (3 * 8, 3 * 16)
+    assert _rows_by_pairing(model) == (3 * 8, 3 * 17)          # 16 corner rows + edge row
     np.testing.assert_allclose(state.pos[:, 2], [0.1, 0.3, 0.5])
 
 
-@pytest.mark.parametrize("shape, per_object, per_pair", [("sphere", 1, 1), ("box", 8, 16)])
-def test_sphere_pile_counts_and_layout(shape, per_object, per_pair):
+@pytest.mark.parametrize("shape, per_object, per_pair, per_body",
+                         [("sphere", 1, 1, 6), ("box", 8, 17, 13)])
+def test_sphere_pile_counts_and_layout(shape, per_object, per_pair, per_body):
     scene = scenes.sphere_pile(20, shape=shape)
     model, state = scene.build()
     info = scene.info
     assert model.n_body == 20 and model.plane.offset.shape == (5,)
     assert model.table.broad_phase is not None                 # 190 pairs > 128: sort and sweep
-    capacity = 6 * 20                                          # BroadPhase default, 6 per body
+    # BroadPhase default: 6 (13) pairs per body, at most the 190 pairs there are
+    capacity = min(per_body * 20, 190)
     assert _rows_by_pairing(model) == (20 * 5 * per_object, capacity * per_pair)
     assert (info["side"], info["layers"]) == (3, 3)
     r, half = 0.05, info["bin_half"]
