@@ -383,6 +383,19 @@ def test_sweep_finds_exactly_the_overlapping_pairs(seed):
     assert bool(small)
 
 
+def test_broad_phase_is_vmappable(pile):
+    # a batch of poses through vmap gives each pose's own candidates, slots and edge pairings
+    model, state = pile.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode="sweep"))
+    rng = np.random.default_rng(4)
+    pos = state.pos[None] + jnp.asarray(rng.uniform(-0.02, 0.02, size=(3,) + state.pos.shape))
+    batch = jax.vmap(lambda p: candidates(model, state.replace(pos=p)))(pos)
+    for k in range(3):
+        one = candidates(model, state.replace(pos=pos[k]))
+        for got, want in zip(jax.tree.leaves(batch), jax.tree.leaves(one)):
+            np.testing.assert_array_equal(np.asarray(got)[k], np.asarray(want))
+    assert int(np.asarray(batch.used).sum(axis=1).min()) > 0
+
+
 @pytest.fixture(scope="module")
 def pile():
     """12 spheres and 2 boxes dropped in a loose heap (91 body pairs)."""
