@@ -67,10 +67,12 @@ CUBE_LAYOUT = {"base_height": 1.02, "spacing": 2.08, "jitter": 0.02}
 DROP_SPEED = 0.5
 
 
-def broad_phase(scene):
-    """Sweep window covering two lattice columns of the initial layout (+ slack)."""
+def broad_phase(scene, shape):
+    """Sweep window covering the lattice columns within reach of the initial layout (+ slack):
+    two for spheres, three for cubes (bounding spheres of radius √3 half edges reach 1.8
+    columns either side; two were too few for 300 cubes, which overflowed)."""
     info = scene.info
-    window = 2 * info["side"] * info["layers"] + 8
+    window = (3 if shape == "box" else 2) * info["side"] * info["layers"] + 8
     return jc.BroadPhase(mode="sweep", window=window)
 
 
@@ -91,7 +93,7 @@ def run(n, steps, shape):
     r = 0.05
     layout = {k: v * r for k, v in (CUBE_LAYOUT if shape == "box" else LAYOUT).items()}
     scene = scenes.sphere_pile(n, shape=shape, radius=r, drop_speed=DROP_SPEED, **layout)
-    bp = broad_phase(scene)
+    bp = broad_phase(scene, shape)
     model, state = scene.build(contact=CONTACT, solver=SOLVER, broad_phase=bp)
 
     def forward(model, state):
