@@ -147,9 +147,13 @@ def _point_box(q, half):
     return np.linalg.norm(np.maximum(np.abs(q) - half, 0.0))
 
 
-def _segment_distance(p0, p1, q0, q1):
-    s, t = segment_closest(*(jnp.asarray(x) for x in (p0, p1 - p0, q0, q1 - q0)))
-    return np.linalg.norm(p0 + float(s) * (p1 - p0) - q0 - float(t) * (q1 - q0))
+@jax.jit
+def _segment_distances(p0, p1, q0, q1):
+    """Distances of segment pairs (p0, p1) and (q0, q1), each (P, 3)."""
+    def one(p0, p1, q0, q1):
+        s, t = segment_closest(p0, p1 - p0, q0, q1 - q0)
+        return jnp.linalg.norm(p0 + s * (p1 - p0) - q0 - t * (q1 - q0))
+    return jax.vmap(one)(p0, p1, q0, q1)
 
 
 def _box_features(centre, rot, half):
@@ -185,31 +189,42 @@ def test_rows_find_the_distance_of_separated_boxes_and_capsules(other):
     rng = np.random.default_rng(1)
     half_a, rho_a = np.array([0.1, 0.06, 0.04]), 0.005
     radius_b, half_length = 0.03, 0.12
+    scene = jc.Scene()
+    scene.add_box(half_a, 1.0, rounding=rho_a)
+    if other == "box":
+        core_b, rho_b = np.array([0.08, 0.05, 0.07]) - 0.004, 0.004
+        scene.add_box(core_b + rho_b, 1.0, rounding=rho_b)
+    else:
+        core_b, rho_b = np.array([0.0, 0.0, half_length]), radius_b
+        scene.add_capsule(radius_b, half_length, 1.0)
+    model, state = scene.build(dtype=jnp.float64)
+
+    @jax.jit
+    def frame_at(pos, quat):                   # one program for every pose
+        return contact_frame(model, candidates(model, state.replace(pos=pos, quat=quat)),
+                             pos, quat)
+
+    core_a = half_a - rho_a
     checked = edge_hits = 0
     for trial in range(40):
         quats = rng.normal(size=(2, 4))
         quats /= np.linalg.norm(quats, axis=1, keepdims=True)
         direction = rng.normal(size=3)
         centre_a = 0.24 * rng.uniform(0.6, 1.0) * direction / np.linalg.norm(direction)
-        scene = jc.Scene()
-        scene.add_box(half_a, 1.0, centre_a, quat=quats[0], rounding=rho_a)
-        if other == "box":
-            core_b, rho_b = np.array([0.08, 0.05, 0.07]) - 0.004, 0.004
-            scene.add_box(core_b + rho_b, 1.0, (0.0, 0.0, 0.0), quat=quats[1], rounding=rho_b)
-        else:
-            core_b, rho_b = np.array([0.0, 0.0, half_length]), radius_b
-            scene.add_capsule(radius_b, half_length, 1.0, (0.0, 0.0, 0.0), quat=quats[1])
-        model, state, frame, _ = _frame(scene)
-        rot = np.asarray(jc.math.quat_to_mat(state.quat))
-        core_a = half_a - rho_a
+        pos = np.stack([centre_a, np.zeros(3)])
+        frame = frame_at(jnp.asarray(pos), jnp.asarray(quats))
+        rot = np.asarray(jc.math.quat_to_mat(jnp.asarray(quats)))
         if not _separated(centre_a, rot[0], core_a, np.zeros(3), rot[1], core_b):
             continue
         corners_a, edges_a = _box_features(centre_a, rot[0], core_a)
         corners_b, edges_b = _box_features(np.zeros(3), rot[1], core_b)
+        pairs = [(ea, eb) for ea in edges_a for eb in edges_b]
+        segments = [jnp.asarray(np.array([p[i][j] for p in pairs])) for i in (0, 1)
+                    for j in (0, 1)]
         distance = min(
             min(_point_box(rot[1].T @ c, core_b) for c in corners_a),
             min(_point_box(rot[0].T @ (c - centre_a), core_a) for c in corners_b),
-            min(_segment_distance(*ea, *eb) for ea in edges_a for eb in edges_b))
+            float(jnp.min(_segment_distances(*segments))))
         gap, _, _ = _rows_between(frame, 0, 1)
         np.testing.assert_allclose(gap.min(), distance - rho_a - rho_b, atol=1e-10)
         rows = np.asarray(frame.gap)
