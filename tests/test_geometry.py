@@ -17,7 +17,8 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact.models import broad_phase as bp
-from jaxcontact.models.geometry import FAR, candidates, contact_frame, segment_closest
+from jaxcontact.models.geometry import (_CORNERS, FAR, candidates, contact_frame,
+                                        segment_closest)
 
 G = 9.81
 
@@ -158,9 +159,9 @@ def _segment_distances(p0, p1, q0, q1):
 
 def _box_features(centre, rot, half):
     """World corners (8, 3) and edges (12, 2, 3) of a box (a segment if half has zeros)."""
-    corners = centre + (_CORNER_SIGNS * half) @ rot.T
+    corners = centre + (_CORNERS * half) @ rot.T
     edges = [(corners[i], corners[j]) for i, j in itertools.combinations(range(8), 2)
-             if np.sum(_CORNER_SIGNS[i] != _CORNER_SIGNS[j]) == 1]
+             if np.sum(_CORNERS[i] != _CORNERS[j]) == 1]
     return corners, np.asarray(edges)
 
 
@@ -176,9 +177,6 @@ def _separated(centre_a, rot_a, half_a, centre_b, rot_b, half_b):
         if abs(n @ d) > np.abs(rot_a.T @ n) @ half_a + np.abs(rot_b.T @ n) @ half_b:
             return True
     return False
-
-
-_CORNER_SIGNS = np.array(list(itertools.product((-1.0, 1.0), repeat=3)))
 
 
 @pytest.mark.parametrize("other", ["box", "capsule"])

@@ -141,6 +141,11 @@ def _proxy_local(model: Model, shape, index, body):
     return model.mesh.vertices[mesh, jnp.asarray(index, jnp.int32)], radius
 
 
+def _sign(x):
+    """±1 by the sign of x, +1 at 0 (a face or orientation must be picked at ties)."""
+    return jnp.where(x >= 0.0, 1.0, -1.0)
+
+
 def _core_distance(shape):
     """(φ, ∇φ)(q, size, rounding, planes): distance of body-frame point q to the shape's core
     and its unit gradient, in closed form (no nested autodiff: the step differentiates these
@@ -155,7 +160,7 @@ def _core_distance(shape):
         return safe_norm(delta), safe_normalize(delta)
 
     def box(q, size, rounding, planes):
-        sign = jnp.where(q >= 0.0, 1.0, -1.0)
+        sign = _sign(q)
         excess = jnp.abs(q) - (size - rounding)
         outward = jnp.maximum(excess, 0.0)
         outside = jnp.any(excess > 0.0)
@@ -243,11 +248,11 @@ def edge_pairing(pos_a, quat_a, half_a, faces_a, pos_b, quat_b, half_b, faces_b)
                                 jnp.where(faces_b, jax.vmap(separation)(axes_b), -jnp.inf)])
     best = jnp.argmax(edge_sep)
     i, j = best // 3, best % 3
-    sign = jnp.where(normal[best] @ delta >= 0.0, 1.0, -1.0)
+    sign = _sign(normal[best] @ delta)
     n = sign * normal[best]
     on_axis_a, on_axis_b = jnp.arange(3) == i, jnp.arange(3) == j
-    corner_a = jnp.where(on_axis_a, 0.0, -jnp.where(axes_a @ n >= 0.0, 1.0, -1.0))
-    corner_b = jnp.where(on_axis_b, 0.0, jnp.where(axes_b @ n >= 0.0, 1.0, -1.0))
+    corner_a = jnp.where(on_axis_a, 0.0, -_sign(axes_a @ n))   # a's edge nearest b
+    corner_b = jnp.where(on_axis_b, 0.0, _sign(axes_b @ n))    # b's edge nearest a
     s, t = _line_closest(pos_a + (corner_a * half_a) @ axes_a, axes_a[i],
                          pos_b + (corner_b * half_b) @ axes_b, axes_b[j])
     scale = jnp.sum(half_a) + jnp.sum(half_b)
