@@ -59,8 +59,8 @@ def step(model: Model, state: State, control: Control | None = None):
         else:
             u, stats = solver.solve(dynamics.PROBLEM, jax.lax.stop_gradient(u_prev),
                                     jax.lax.stop_gradient(args))
-            linear = (MatrixFree(_preconditioner) if matrix_free_adjoint(solver, u.shape[0])
-                      else None)
+            linear = (MatrixFree(_preconditioner, early_exit=solver.early_exit)
+                      if matrix_free_adjoint(solver, u.shape[0]) else None)
             u = implicit_solution(dynamics.residual, u, args, solver.ad, linear)
     new_state = dynamics.advance(model, state, u)
     cand = args[2].candidates

@@ -20,7 +20,8 @@ from jaxcontact.solvers.dual import project
 STEPS = 20
 SOLVERS = {
     "newton": jc.Newton(),
-    "newton_bicgstab": jc.Newton(linear="bicgstab"),
+    # early exit: the Krylov loops stop at their tolerance (same answers as the masked scans)
+    "newton_bicgstab": jc.Newton(linear="bicgstab", early_exit=True),
     # symmetric models drop the lag terms of the Jacobian: linear convergence, more iterations
     "newton_cg": jc.Newton(linear="cg", iterations=40),
     "newton_cr": jc.Newton(linear="cr", iterations=40),
@@ -99,9 +100,11 @@ def test_implicit_gradient_is_the_same_whichever_solver_converged(name, referenc
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("ad", ["vjp", pytest.param("jvp", marks=pytest.mark.slow)])
-def test_matrix_free_adjoint_matches_the_dense_one(ad, reference_grad):
-    grad = _loss_grad(jc.Newton(ad=ad, adjoint="krylov"))
+@pytest.mark.parametrize("ad, early_exit", [
+    ("vjp", True), pytest.param("vjp", False, marks=pytest.mark.slow),
+    pytest.param("jvp", False, marks=pytest.mark.slow)])
+def test_matrix_free_adjoint_matches_the_dense_one(ad, early_exit, reference_grad):
+    grad = _loss_grad(jc.Newton(ad=ad, adjoint="krylov", early_exit=early_exit))
     for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
 
@@ -200,6 +203,30 @@ def test_krylov_solves_spd_systems(method):
     jacobi = 1.0 / jnp.diag(a)
     x = krylov.SOLVERS[method](lambda v: a @ v, lambda v: jacobi * v, b, 200, rtol=1e-13)
     np.testing.assert_allclose(a @ x, b, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["cg", "cr", "bicgstab"])
+def test_krylov_early_exit_stops_at_the_tolerance_with_the_same_answer(method):
+    a, b = _spd(30, 0, cond=1e2)
+    calls = []
+
+    def matvec(v):
+        jax.debug.callback(lambda: calls.append(1))
+        return a @ v
+
+    def solve(early_exit):
+        calls.clear()
+        x = jax.jit(lambda b: krylov.SOLVERS[method](matvec, lambda v: v, b, 200, rtol=1e-8,
+                                                     early_exit=early_exit))(b)
+        return np.asarray(x), len(calls)
+
+    masked, masked_calls = solve(False)
+    stopped, stopped_calls = solve(True)
+    np.testing.assert_allclose(stopped, masked, rtol=1e-12, atol=1e-14)
+    assert np.linalg.norm(b - a @ stopped) <= 1e-8 * np.linalg.norm(b)
+    per_iteration = 2 if method == "bicgstab" else 1
+    assert masked_calls >= 200 * per_iteration
+    assert stopped_calls < masked_calls / 2
 
 
 def test_bicgstab_solves_non_symmetric_systems():

@@ -95,19 +95,3 @@ def check_bool(solver, name):
     value = getattr(solver, name)
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be a bool, got {value!r}")
-
-
-def iterate(iteration, init, length, early_exit, done):
-    """Run carry = iteration(carry) `length` times: a `lax.scan` (every scene of a batch pays
-    every iteration, converged ones masked), or with `early_exit` a bounded `while_loop` that
-    stops once done(carry) holds for the whole (vmapped) batch. The forward solve is never
-    differentiated except with ad="unrolled", which must use the scan."""
-    if early_exit:
-        def cond(carry):
-            return ~done(carry[0]) & (carry[1] < length)
-
-        def body(carry):
-            return iteration(carry[0]), carry[1] + 1
-
-        return jax.lax.while_loop(cond, body, (init, 0))[0]
-    return jax.lax.scan(lambda c, _: (iteration(c), None), init, None, length=length)[0]

@@ -19,7 +19,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from jaxcontact.solvers import base, blocks
+from jaxcontact.solvers import base, blocks, loop
 
 
 PRECONDITIONERS = ("block", "diagonal")
@@ -39,7 +39,7 @@ class Descent:
       tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
         It only stops iterating early; an unconverged step is reported in `StepInfo`.
       ad, adjoint, early_exit: gradient mode ("vjp", "jvp", or "unrolled" through the
-        iterations), implicit linear solve and early stop of the forward loop, as for `Newton`.
+        iterations), implicit linear solve and early stop of the loops, as for `Newton`.
     """
 
     iterations: int = 50
@@ -78,6 +78,6 @@ class Descent:
             return jnp.where(done, u, u_new), used + jnp.where(done, 0, 1), done
 
         init = (problem.start(args), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        u, used, _ = base.iterate(iteration, init, self.iterations, self.early_exit,
+        u, used, _ = loop.iterate(iteration, init, self.iterations, self.early_exit,
                                   lambda carry: carry[2])
         return u, base.report(problem, u, args, tol, used)

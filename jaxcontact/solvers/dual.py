@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact.math import safe_div, safe_norm
-from jaxcontact.solvers import base, blocks
+from jaxcontact.solvers import base, blocks, loop
 
 UPDATES = ("incremental", "exact")
 
@@ -93,7 +93,7 @@ class Dual:
       mass_splitting: divide each body's mass among its active constraints (Jacobi safety).
       tol: residual tolerance on max |M⁻¹ ∂Φ/∂u| (m/s), as for the other solvers.
       ad, adjoint, early_exit: gradient mode, implicit linear solve and early stop of the
-        forward loop, as for `Newton`.
+        loops (forward, and the matrix-free adjoint), as for `Newton`.
     """
 
     iterations: int = 50
@@ -148,6 +148,6 @@ class Dual:
         rows0 = jax.eval_shape(problem.rows, u_free, args)
         init = (u_free, jnp.zeros(rows0.error.shape, u_free.dtype), jnp.zeros((), jnp.int32),
                 jnp.zeros((), bool))
-        u, _, used, _ = base.iterate(iteration, init, self.iterations, self.early_exit,
+        u, _, used, _ = loop.iterate(iteration, init, self.iterations, self.early_exit,
                                      lambda carry: carry[3])
         return u, base.report(problem, u, args, tol, used)

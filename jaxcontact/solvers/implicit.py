@@ -52,11 +52,14 @@ class MatrixFree:
       preconditioner: global function (u, args, transpose) -> (v ↦ P v), P ≈ J⁻¹ (or J⁻ᵀ).
       iterations: BiCGSTAB iterations (static).
       rtol: relative residual at which the Krylov iteration stops.
+      early_exit: stop the loop there (a `while_loop`, see `krylov`) instead of running all
+        `iterations` masked; reverse mode then cannot differentiate the solve a second time.
     """
 
     preconditioner: Callable
     iterations: int = 100
     rtol: float = 1e-12
+    early_exit: bool = False
 
 
 def _solver(residual_fn, u_star, args, linear, transpose):
@@ -70,7 +73,8 @@ def _solver(residual_fn, u_star, args, linear, transpose):
     else:
         _, matvec = jax.linearize(lambda x: residual_fn(x, args), u_star)
     precond = linear.preconditioner(u_star, args, transpose)
-    return lambda b: krylov.bicgstab(matvec, precond, b, linear.iterations, linear.rtol)
+    return lambda b: krylov.bicgstab(matvec, precond, b, linear.iterations, linear.rtol,
+                                     linear.early_exit)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0, 3))

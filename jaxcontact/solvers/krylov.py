@@ -1,8 +1,11 @@
-"""Fixed-count preconditioned Krylov solves (thesis §4.6.2, Fig. 15).
+"""Bounded preconditioned Krylov solves (thesis §4.6.2, Fig. 15).
 
-Both run a `lax.scan` of a static length, freeze once the residual is below `rtol` times its
-initial value, and guard every division, so a batch under `vmap` runs in lock step and a
-breakdown (a zero or negative curvature) stops the iteration at its last good iterate.
+Each runs at most `iterations` iterations (`loop.iterate`): a `lax.scan` of that static length
+by default, or with `early_exit` a `while_loop` that stops as soon as every scene of the batch
+has its residual below `rtol` times its initial value. Either way an iterate freezes once its
+residual is that small, and every division is guarded, so a batch under `vmap` runs in lock
+step and a breakdown (a zero or negative curvature) stops the iteration at its last good
+iterate; the two loop forms give the same answer.
 - `cg`: preconditioned conjugate gradients (A symmetric positive definite).
 - `cr`: preconditioned conjugate residuals: minimizes |b - A x| over the same Krylov space,
   so its residual decreases monotonically (the thesis's choice for contact systems).
@@ -16,14 +19,15 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact.math import safe_div
+from jaxcontact.solvers import loop
 
 
-def cg(matvec, precond, b, iterations, rtol=1e-10):
+def cg(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):
     """x ≈ A⁻¹ b by preconditioned conjugate gradients (precond applies P ≈ A⁻¹)."""
     z = precond(b)
     stop_at = (rtol * jnp.linalg.norm(b)) ** 2
 
-    def body(carry, _):
+    def body(carry):
         x, r, z, p, rz, done = carry
         ap = matvec(p)
         curvature = jnp.dot(p, ap)
@@ -34,19 +38,19 @@ def cg(matvec, precond, b, iterations, rtol=1e-10):
         rz_new = jnp.dot(r, z_new)
         p_new = z_new + safe_div(rz_new, rz) * p
         keep = lambda new, old: jnp.where(done, old, new)  # noqa: E731
-        return (x, r, keep(z_new, z), keep(p_new, p), keep(rz_new, rz), done), None
+        return (x, r, keep(z_new, z), keep(p_new, p), keep(rz_new, rz), done)
 
     init = (jnp.zeros_like(b), b, z, z, jnp.dot(b, z), jnp.zeros((), bool))
-    return jax.lax.scan(body, init, None, length=iterations)[0][0]
+    return _run(body, init, iterations, early_exit)
 
 
-def cr(matvec, precond, b, iterations, rtol=1e-10):
+def cr(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):
     """x ≈ A⁻¹ b by preconditioned conjugate residuals (one product with A per iteration)."""
     z = precond(b)
     az = matvec(z)
     stop_at = (rtol * jnp.linalg.norm(b)) ** 2
 
-    def body(carry, _):
+    def body(carry):
         x, r, z, az, p, ap, zaz, done = carry
         q = precond(ap)
         denom = jnp.dot(ap, q)
@@ -59,18 +63,18 @@ def cr(matvec, precond, b, iterations, rtol=1e-10):
         beta = safe_div(zaz_new, zaz)
         keep = lambda new, old: jnp.where(done, old, new)  # noqa: E731
         return (x, r, keep(z_new, z), keep(az_new, az), keep(z_new + beta * p, p),
-                keep(az_new + beta * ap, ap), keep(zaz_new, zaz), done), None
+                keep(az_new + beta * ap, ap), keep(zaz_new, zaz), done)
 
     init = (jnp.zeros_like(b), b, z, az, z, az, jnp.dot(z, az), jnp.zeros((), bool))
-    return jax.lax.scan(body, init, None, length=iterations)[0][0]
+    return _run(body, init, iterations, early_exit)
 
 
-def bicgstab(matvec, precond, b, iterations, rtol=1e-10):
+def bicgstab(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):
     """x ≈ A⁻¹ b by right-preconditioned BiCGSTAB (A need not be symmetric)."""
     stop_at = (rtol * jnp.linalg.norm(b)) ** 2
     one = jnp.ones((), b.dtype)
 
-    def body(carry, _):
+    def body(carry):
         x, r, p, v, rho, alpha, omega, done = carry
         shadow = b  # the fixed shadow residual r̂ = r0 = b (x0 = 0)
         rho_new = jnp.dot(shadow, r)
@@ -90,11 +94,17 @@ def bicgstab(matvec, precond, b, iterations, rtol=1e-10):
         keep = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
         return (keep(x_new, x), keep(r_new, r), keep(p_new, p), keep(v_new, v),
                 keep(rho_new, rho), keep(alpha_new, alpha), keep(omega_new, omega),
-                done | ~ok), None
+                done | ~ok)
 
     zero = jnp.zeros_like(b)
     init = (zero, b, zero, zero, one, one, one, jnp.zeros((), bool))
-    return jax.lax.scan(body, init, None, length=iterations)[0][0]
+    return _run(body, init, iterations, early_exit)
 
 
 SOLVERS = {"cg": cg, "cr": cr, "bicgstab": bicgstab}
+
+
+def _run(body, init, iterations, early_exit):
+    """The solution x (first entry of the carry) after the bounded loop; the carry's last entry
+    says the iteration has stopped (converged or broken down)."""
+    return loop.iterate(body, init, iterations, early_exit, lambda carry: carry[-1])[0]

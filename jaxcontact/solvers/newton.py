@@ -18,7 +18,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxcontact.solvers import base, blocks, krylov
+from jaxcontact.solvers import base, blocks, krylov, loop
 from jaxcontact.solvers.implicit import linear_solve, residual_and_jacobian
 
 _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choice)
@@ -59,13 +59,21 @@ class Newton:
     linear near sliding contacts), solved by block-Jacobi preconditioned conjugate gradients or
     conjugate residuals (thesis §4.6.2), for systems too large to factor."""
     krylov_iterations: int = 40
-    """Iterations of the Krylov solve per Newton iteration ("cg"/"cr" only)."""
+    """Most iterations of the Krylov solve per Newton iteration (matrix-free `linear` only).
+    Every one is paid unless `early_exit` is set; a direction still inexact after them slows
+    Newton down or stalls it (reported as not converged), so large stiff scenes (a few hundred
+    stacked boxes) need more than the default."""
     early_exit: bool = False
     """Run the forward solve as a bounded `while_loop` that stops once every scene of the
-    (vmapped) batch has converged, instead of always running `iterations` masked iterations.
-    Gradients are unaffected (they never go through the solve, except with ad="unrolled",
-    which always uses the scan). It pays off for single scenes and small batches; in large
-    batches some scene is usually still iterating."""
+    (vmapped) batch has converged, instead of always running `iterations` masked iterations;
+    the Krylov solves of matrix-free Newton (forward, and the implicit-gradient systems of
+    `adjoint="krylov"`) stop likewise once their residual is small, instead of always running
+    `krylov_iterations` (or 100) masked ones. Answers are unchanged: converged iterates are
+    frozen in both forms. Gradients do not go through the solve (except with ad="unrolled",
+    which always uses the scan), but reverse mode cannot differentiate the early-exit adjoint
+    solve a second time: take second reverse-mode derivatives with early_exit=False. It pays
+    off for single scenes and small batches; in large batches some scene is usually still
+    iterating."""
 
     def __post_init__(self):
         base.check_int(self, "iterations")
@@ -127,7 +135,8 @@ class Newton:
                 return jnp.einsum("nij,nj->ni", inverse, v.reshape(n, 6)).reshape(-1)
 
             direction = krylov.SOLVERS[self.linear](hvp, precond, -grad,
-                                                    self.krylov_iterations)
+                                                    self.krylov_iterations,
+                                                    early_exit=self.early_exit)
             r = problem.residual(u, args)
             return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
 
@@ -135,7 +144,8 @@ class Newton:
             r, jvp = jax.linearize(
                 lambda x: problem.direction(x, args, damped.astype(u.dtype)), u)
             precond = blocks.jacobian_preconditioner(problem, u, args)
-            direction = krylov.bicgstab(jvp, precond, -r, self.krylov_iterations)
+            direction = krylov.bicgstab(jvp, precond, -r, self.krylov_iterations,
+                                        early_exit=self.early_exit)
             return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
 
         find_direction = {"dense": dense_direction, "bicgstab": exact_krylov_direction}.get(
@@ -154,6 +164,6 @@ class Newton:
 
         false = jnp.zeros((), bool)
         init = (u0, jnp.zeros((), jnp.int32), false, false, false)
-        u, used, _, bad, _ = base.iterate(iteration, init, self.iterations, self.early_exit,
+        u, used, _, bad, _ = loop.iterate(iteration, init, self.iterations, self.early_exit,
                                           lambda carry: carry[2])
         return u, base.report(problem, u, args, tol, used, bad)
