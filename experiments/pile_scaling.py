@@ -16,9 +16,9 @@ wide enough for the lattice (reported), default capacity (6 candidate pairs per 
 Solver: matrix-free Newton (`jc.Newton(linear="bicgstab", iterations=40, early_exit=True)`,
 `krylov_iterations=100` for cubes; implicit gradients then use the Krylov adjoint; with the
 early exit every Newton and Krylov loop stops at its tolerance), "pseudo_huber" friction
-(with the default "huber" law Newton stagnates on many pile steps), float64, CPU. Per N: forward rollout, and forward +
-reverse-mode gradient of the mean final height w.r.t. all initial velocities, each one
-compiled `jax.jit` program (compile timed separately); memory from the compiled programs'
+(with the default "huber" law Newton stagnates on many pile steps), float64, CPU. Per N:
+forward rollout, and forward + reverse-mode gradient of the mean final height w.r.t. all
+initial velocities, each one compiled `jax.jit` program (compile timed separately); memory from the compiled programs'
 `memory_analysis()` (XLA's static buffer assignment: arguments, outputs, temporaries).
 Then the same for N = 100, 200, 300 cubes (`shape="box"`, half edge 5 cm): backward time per
 step = (gradient time - forward time) / T.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import numbers
 
-import jax
 import jax.numpy as jnp
 
 from jaxcontact.solvers.implicit import AD_MODES

@@ -15,7 +15,6 @@ iterate; the two loop forms give the same answer.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from jaxcontact.math import safe_div
