@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jaxcontact import dynamics
 from jaxcontact.models.geometry import contact_frame
 from jaxcontact.solvers import check_solver
-from jaxcontact.solvers.base import matrix_free_adjoint
+from jaxcontact.solvers.base import early_exit, matrix_free_adjoint
 from jaxcontact.solvers.blocks import jacobian_preconditioner
 from jaxcontact.solvers.implicit import MatrixFree, implicit_solution
 from jaxcontact.types import Control, Model, State, StepInfo
@@ -59,7 +59,7 @@ def step(model: Model, state: State, control: Control | None = None):
         else:
             u, stats = solver.solve(dynamics.PROBLEM, jax.lax.stop_gradient(u_prev),
                                     jax.lax.stop_gradient(args))
-            linear = (MatrixFree(_preconditioner, early_exit=solver.early_exit)
+            linear = (MatrixFree(_preconditioner, early_exit=early_exit(solver))
                       if matrix_free_adjoint(solver, u.shape[0]) else None)
             u = implicit_solution(dynamics.residual, u, args, solver.ad, linear)
     new_state = dynamics.advance(model, state, u)

@@ -13,7 +13,7 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact import dynamics
-from jaxcontact.solvers import blocks, krylov
+from jaxcontact.solvers import base, blocks, krylov
 from jaxcontact.problem import Rows
 from jaxcontact.solvers.dual import project
 
@@ -107,6 +107,36 @@ def test_matrix_free_adjoint_matches_the_dense_one(ad, early_exit, reference_gra
     grad = _loss_grad(jc.Newton(ad=ad, adjoint="krylov", early_exit=early_exit))
     for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("solver", [jc.Newton, jc.Descent, jc.Dual])
+def test_only_unrolled_solves_keep_their_scans_under_early_exit(solver):
+    assert base.early_exit(solver(early_exit=True))
+    assert not base.early_exit(solver(early_exit=True, ad="unrolled"))
+    assert not base.early_exit(solver())
+
+
+@pytest.mark.slow
+def test_unrolled_gradients_ignore_early_exit():
+    """ad="unrolled" differentiates the loops, so it runs them as scans even with early_exit
+    (a while_loop has no reverse mode); its gradient is then the implicit one."""
+    s = jc.Scene(dt=0.002, friction=0.5)
+    s.add_plane()
+    s.add_sphere(0.05, 1.0, (0.0, 0.0, 0.049), vel=(0.5, 0.0, -0.2))
+
+    def grad(solver):
+        model, state = s.build(solver=solver)
+
+        def loss(vel):
+            final, _ = jc.rollout(model, state.replace(vel=vel), steps=3)
+            return jnp.sum(final.pos * jnp.asarray([[1.0, 0.0, 2.0]]))
+
+        return jax.jit(jax.grad(loss))(state.vel)
+
+    unrolled = grad(jc.Newton(linear="bicgstab", ad="unrolled", early_exit=True))
+    implicit = grad(jc.Newton(linear="bicgstab", early_exit=True))
+    assert bool(jnp.all(jnp.isfinite(unrolled)))
+    np.testing.assert_allclose(unrolled, implicit, rtol=1e-6, atol=1e-9)
 
 
 def test_unconverged_descent_is_reported_and_its_gradient_differs(reference_grad):

@@ -51,6 +51,12 @@ def check_choice(solver, name, choices):
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
+def early_exit(solver) -> bool:
+    """Whether the solver's loops may stop early (`loop.iterate`): its `early_exit`, except with
+    ad="unrolled", whose reverse mode must differentiate the loops and so needs the scans."""
+    return solver.early_exit and solver.ad != "unrolled"
+
+
 def check_ad(solver):
     check_choice(solver, "ad", AD_MODES)
     check_choice(solver, "adjoint", ADJOINTS)

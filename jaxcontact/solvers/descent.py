@@ -78,6 +78,6 @@ class Descent:
             return jnp.where(done, u, u_new), used + jnp.where(done, 0, 1), done
 
         init = (problem.start(args), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        u, used, _ = loop.iterate(iteration, init, self.iterations, self.early_exit,
+        u, used, _ = loop.iterate(iteration, init, self.iterations, base.early_exit(self),
                                   lambda carry: carry[2])
         return u, base.report(problem, u, args, tol, used)

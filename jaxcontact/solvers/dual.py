@@ -148,6 +148,6 @@ class Dual:
         rows0 = jax.eval_shape(problem.rows, u_free, args)
         init = (u_free, jnp.zeros(rows0.error.shape, u_free.dtype), jnp.zeros((), jnp.int32),
                 jnp.zeros((), bool))
-        u, _, used, _ = loop.iterate(iteration, init, self.iterations, self.early_exit,
+        u, _, used, _ = loop.iterate(iteration, init, self.iterations, base.early_exit(self),
                                      lambda carry: carry[3])
         return u, base.report(problem, u, args, tol, used)

@@ -147,7 +147,7 @@ class Newton:
             r = problem.residual(u, args)  # M⁻¹ grad: the units of tol
             direction = krylov.SOLVERS[self.linear](hvp, precond, -grad,
                                                     self.krylov_iterations, forcing(r),
-                                                    self.early_exit)
+                                                    base.early_exit(self))
             return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
 
         def exact_krylov_direction(u, damped):
@@ -155,7 +155,7 @@ class Newton:
                 lambda x: problem.direction(x, args, damped.astype(u.dtype)), u)
             precond = blocks.jacobian_preconditioner(problem, u, args)
             direction = krylov.bicgstab(jvp, precond, -r, self.krylov_iterations, forcing(r),
-                                        self.early_exit)
+                                        base.early_exit(self))
             return r, direction, jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(direction))
 
         find_direction = {"dense": dense_direction, "bicgstab": exact_krylov_direction}.get(
@@ -174,6 +174,6 @@ class Newton:
 
         false = jnp.zeros((), bool)
         init = (u0, jnp.zeros((), jnp.int32), false, false, false)
-        u, used, _, bad, _ = loop.iterate(iteration, init, self.iterations, self.early_exit,
+        u, used, _, bad, _ = loop.iterate(iteration, init, self.iterations, base.early_exit(self),
                                           lambda carry: carry[2])
         return u, base.report(problem, u, args, tol, used, bad)
