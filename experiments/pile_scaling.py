@@ -18,8 +18,9 @@ Solver: matrix-free Newton (`jc.Newton(linear="bicgstab", iterations=40, early_e
 early exit every Newton and Krylov loop stops at its tolerance), "pseudo_huber" friction
 (with the default "huber" law Newton stagnates on many pile steps), float64, CPU. Per N:
 forward rollout, and forward + reverse-mode gradient of the mean final height w.r.t. all
-initial velocities, each one compiled `jax.jit` program (compile timed separately); memory from the compiled programs'
-`memory_analysis()` (XLA's static buffer assignment: arguments, outputs, temporaries).
+initial velocities, each one compiled `jax.jit` program (compile timed separately); memory
+from the compiled programs' `memory_analysis()` (XLA's static buffer assignment: arguments,
+outputs, temporaries).
 Then the same for N = 100, 200, 300 cubes (`shape="box"`, half edge 5 cm): backward time per
 step = (gradient time - forward time) / T.
 
@@ -242,12 +243,14 @@ def main() -> None:
         "params": {"sphere_ns": list(sphere_ns), "cube_ns": list(cube_ns), "steps": steps,
                    "cube_steps": cube_steps, "dt_s": 0.002, "radius_or_half_edge_m": 0.05,
                    "mass_kg": 0.1, "k_n": 1e5, "k_d": 300.0, "mu": 0.5, "dtype": "float64",
-                   "backend": jax.default_backend(), "solver": repr(SOLVER), "cube_solver": repr(CUBE_SOLVER),
+                   "backend": jax.default_backend(), "solver": repr(SOLVER),
+                   "cube_solver": repr(CUBE_SOLVER),
                    "contact": repr(CONTACT),
                    "window": "short window of `steps` steps from release, objects placed "
                              "0.02-0.1 radius above the ground/each other on a jittered "
                              "lattice of ~4 layers, moving down at 0.5 m/s (not the paper's "
-                             "full fall)", "layout_in_radii": LAYOUT, "cube_layout_in_half_edges": CUBE_LAYOUT,
+                             "full fall)", "layout_in_radii": LAYOUT,
+                   "cube_layout_in_half_edges": CUBE_LAYOUT,
                    "drop_speed_m_s": DROP_SPEED,
                    "loss": "mean final height; gradient w.r.t. all initial velocities",
                    "quick": args.quick},
@@ -273,7 +276,8 @@ def main() -> None:
                     f"{r['shape']} {r['n']}: {r['overflow_steps']}" for r in spheres + cubes)},
         },
         "notes": ["Backward time per step = (forward+gradient time - forward time) / steps; "
-                  "best of 2 timed runs after compilation (1 above N = 100); the machine is shared, see provenance.",
+                  "best of 2 timed runs after compilation (1 above N = 100); the machine is "
+                  "shared, see provenance.",
                   "Memory is XLA's static buffer assignment of each compiled program "
                   "(arguments + outputs + temporaries - aliased), not a measured process peak.",
                   "Qiao's times are one Xeon core, a different machine and method: compare "

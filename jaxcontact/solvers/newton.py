@@ -62,21 +62,21 @@ class Newton:
     krylov_iterations: int = 40
     """Most iterations of the Krylov solve per Newton iteration (matrix-free `linear` only).
     Each direction is solved to a linear residual of 0.1 tol, relative accuracy 1e-3 at most
-    (inexact Newton); with `early_exit` the solve stops there.
-    Every one is paid unless `early_exit` is set; a direction still inexact after them slows
-    Newton down or stalls it (reported as not converged), so large stiff scenes (a few hundred
-    stacked boxes) need more than the default."""
+    (inexact Newton): with `early_exit` the solve stops there, otherwise every iteration is
+    paid. A direction still inexact after them slows Newton down or stalls it (reported as not
+    converged), so large stiff scenes (a few hundred stacked boxes) need more than the
+    default."""
     early_exit: bool = False
     """Run the forward solve as a bounded `while_loop` that stops once every scene of the
     (vmapped) batch has converged, instead of always running `iterations` masked iterations;
-    the Krylov solves of matrix-free Newton (forward, and the implicit-gradient systems of
-    `adjoint="krylov"`) stop likewise once their residual is small, instead of always running
-    `krylov_iterations` (or 100) masked ones. Answers are unchanged: converged iterates are
-    frozen in both forms. Gradients do not go through the solve (except with ad="unrolled",
-    which always uses the scan), but reverse mode cannot differentiate the early-exit adjoint
-    solve a second time: take second reverse-mode derivatives with early_exit=False. It pays
-    off for single scenes and small batches; in large batches some scene is usually still
-    iterating."""
+    the Krylov solves (matrix-free Newton's directions, and the implicit-gradient systems
+    whenever they are solved matrix-free) stop likewise once their residual is small, instead
+    of always running `krylov_iterations` (or 100) masked ones. Answers are unchanged:
+    converged iterates are frozen in both forms. Gradients do not go through the solve (except
+    with ad="unrolled", which always uses the scans), but reverse mode cannot differentiate
+    the early-exit adjoint solve a second time: take second reverse-mode derivatives with
+    early_exit=False. It pays off for single scenes and small batches; in large batches some
+    scene is usually still iterating."""
 
     def __post_init__(self):
         base.check_int(self, "iterations")
