@@ -67,7 +67,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from jaxcontact.models.geometry import n_rows  # noqa: E402
+from jaxcontact.models.contacts import n_rows  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import (RESULTS, best_of_interleaved, jax_provenance, log,  # noqa: E402

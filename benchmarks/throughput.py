@@ -103,7 +103,7 @@ def run_worker(args):
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import jaxcontact as jc
-    from jaxcontact.models.geometry import n_rows
+    from jaxcontact.models.contacts import n_rows
 
     dtype = jnp.dtype(args.worker)
     solver = make_solver(jc, args.solver, args.solver_iterations, args.early_exit)

@@ -44,7 +44,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
-from jaxcontact.models import geometry  # noqa: E402
+from jaxcontact.models import contacts  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import finish_figure, log, parser, save  # noqa: E402
@@ -115,8 +115,9 @@ def run(n, steps, shape):
         return jnp.mean(final.pos[:, 2])
 
     row = {"n": n, "shape": shape, "steps": steps, "window": bp.window,
-           "capacity": model.table.pairs[0].capacity,
-           "contact_rows": geometry.n_rows(model)}
+           "capacity": next(t.capacity for t in model.terms
+                            if isinstance(t, contacts.BodyPair)),
+           "contact_rows": contacts.n_rows(model)}
     results = {}
     for name, fn, args in (("forward", forward, (model, state)),
                            ("gradient", jax.value_and_grad(loss), (state.vel, model, state))):

@@ -1,20 +1,22 @@
-"""jaxcontact: differentiable simulation of rigid bodies in smoothed frictional contact."""
+"""jaxcontact: differentiable simulation of rigid bodies and particles in smoothed frictional
+contact."""
 
+from jaxcontact.dofs import Local
 from jaxcontact.models import sdf
 from jaxcontact.models.broad_phase import BroadPhase
 from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
-from jaxcontact.solvers import Descent, Dual, Newton
+from jaxcontact.solvers import Descent, Dual, Implicit, Newton, Unrolled
 from jaxcontact.step import rollout, step
-from jaxcontact.types import (RESULT_MESSAGES, Body, Control, Geom, Joint, Model, Motor, Plane,
-                              Result, Shape, Spring, State, StepInfo)
+from jaxcontact.types import (RESULT_MESSAGES, Attachment, Body, Control, Geom, Joint, Model,
+                              Motor, Particle, Plane, Result, Shape, Spring, State, StepInfo)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Body", "BroadPhase", "Contact", "Control", "Descent", "Dual", "Geom", "Joint", "Model",
-    "Motor", "Newton", "Plane", "RESULT_MESSAGES", "Result", "Scene", "Shape", "Spring", "State",
-    "StepInfo", "damping_to_restitution", "randomize", "rollout", "restitution_to_damping", "sdf",
-    "step",
+    "Attachment", "Body", "BroadPhase", "Contact", "Control", "Descent", "Dual", "Geom",
+    "Implicit", "Joint", "Local", "Model", "Motor", "Newton", "Particle", "Plane",
+    "RESULT_MESSAGES", "Result", "Scene", "Shape", "Spring", "State", "StepInfo", "Unrolled",
+    "damping_to_restitution", "randomize", "rollout", "restitution_to_damping", "sdf", "step",
 ]

@@ -1,95 +1,226 @@
-"""The step's problem as the solvers see it: a residual, a merit function and constraint rows.
+"""The step's problem as the solvers see it: matrices in block form, constraint rows, functions.
 
-Physics (`dynamics.py`) provides these functions; solvers (`solvers/`) consume them; neither
-imports the other, and `step.py` hands one to the other. Every function is global (not a
-closure over arrays) and takes the solver's `args` pytree last, so the implicit-gradient rules
-can see every parameter.
+Terms (`jaxcontact.terms`) build these; solvers (`jaxcontact.solvers`) consume them; neither
+imports the other, and `step.py` hands one to the other. All are pytrees, so they pass through
+`vmap`, `scan` and the implicit-gradient rules.
 
-Constraint rows are the quadratic-penalty view of the step (thesis Eq. 111-122). Row j couples
-at most two bodies a, b (index -1 is the world) and has
-
-    an error e_j(u) (a gap or stretch of q+(u), m; or a velocity, m/s),
-    its Jacobian G_j = ∂e_j/∂u, given per side as the (6,) blocks jac_a, jac_b
-    (with respect to each body's (v, ω)),
-    a stiffness s_j, such that the row's multiplier at the solution is λ_j = -s_j e_j
-    (projected for contacts and friction) and M (u - ũ) = Σ_j G_jᵀ λ_j,
-    a curvature c_j: the Gauss-Newton second derivative of the row's energy in e_j (thesis
-    Eq. 131 and 136), for primal preconditioners (s_j, except for contact and friction laws
-    whose curvature varies along the row).
-
-The rows are laid out in static blocks:
-
-    [normal (K) | normal damping (K) | friction t1 (K) | friction t2 (K) | springs (S) |
-     joint rows (B) | joint damping (V) | one-sided joint rows (U)]
-
-Normal rows are unilateral (λ >= 0), damping rows act only while in contact, the two friction
-rows of a contact share the disc |λ_t| <= μ Δt λ_n (`cone`). Joint rows (`models/joints.py`,
-ADD §5.3) are the components of the joints' error vectors (ball, hinge axis, slider line,
-orientation lock, motor) with their stiffness k; joint damping rows are velocity rows
-ẋ = G u with Jacobians frozen at the start of the step and stiffness Δt c (ADD Eq. 26); the
-last U rows are one-sided (cables, joint limits): e >= 0 is slack, the energy is
-s/2 min(e, 0)², so like normal rows λ = max(-s e, 0) >= 0, the stiffness is s throughout and
-the curvature s only while e < 0.
+- `BlockDiagonal`: one dense block per block of degrees of freedom, grouped by block size
+  (rigid bodies 6 x 6, particles 3 x 3): the mass, block-Jacobi preconditioners.
+- `Jacobian`: a block-diagonal part plus, per term, one dense local matrix per element
+  scattered by the element's DOF indices, H = D + Σ_e P_eᵀ A_e P_e. Products, transposed
+  products, its block diagonal and (for small systems) its dense form come from that.
+- `RowBlock`: one group of constraint rows of a term (errors, local Jacobians, stiffnesses,
+  curvatures, a kind), what Dual projects and Descent's preconditioner sums.
+- `Problem`: the global functions of one step's problem.
 """
 
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import jax
+import jax.numpy as jnp
 from flax import struct
 
+from jaxcontact import linalg
 from jaxcontact.types import Array
 
 
+def _split(v, sizes):
+    """Flat v -> per-group (count, size) pieces."""
+    out, start = [], 0
+    for count, size in sizes:
+        out.append(v[start:start + count * size].reshape(count, size))
+        start += count * size
+    return out
+
+
 @struct.dataclass
-class Rows:
-    """Constraint rows at one iterate (module docstring). R = 4 K + S + B + V + U rows.
+class BlockDiagonal:
+    """A block-diagonal matrix: `blocks[g]` (count_g, s_g, s_g) for each group of blocks,
+    in the order of the flat vector."""
+
+    blocks: tuple
+
+    @property
+    def sizes(self):
+        return tuple((b.shape[0], b.shape[1]) for b in self.blocks)
+
+    @property
+    def size(self) -> int:
+        return sum(c * s for c, s in self.sizes)
+
+    def apply(self, v):
+        parts = _split(v, self.sizes)
+        return jnp.concatenate([jnp.einsum("nij,nj->ni", b, p).reshape(-1)
+                                for b, p in zip(self.blocks, parts)])
+
+    def solve(self, v):
+        """D⁻¹ v (block by block, small dense elimination)."""
+        parts = _split(v, self.sizes)
+        return jnp.concatenate([jax.vmap(linalg.solve)(b, p).reshape(-1)
+                                for b, p in zip(self.blocks, parts)])
+
+    def inverse(self) -> "BlockDiagonal":
+        return BlockDiagonal(tuple(jax.vmap(linalg.inverse)(b) for b in self.blocks))
+
+    def diagonal_only(self) -> "BlockDiagonal":
+        """The diagonal of every block (a per-DOF Jacobi matrix)."""
+        return BlockDiagonal(tuple(b * jnp.eye(b.shape[1], dtype=b.dtype) for b in self.blocks))
+
+    def transpose(self) -> "BlockDiagonal":
+        return BlockDiagonal(tuple(jnp.swapaxes(b, 1, 2) for b in self.blocks))
+
+    def matmul(self, other: "BlockDiagonal") -> "BlockDiagonal":
+        return BlockDiagonal(tuple(a @ b for a, b in zip(self.blocks, other.blocks)))
+
+    def dense(self):
+        n = self.size
+        out = jnp.zeros((n, n), self.blocks[0].dtype)
+        start = 0
+        for b in self.blocks:
+            count, s = b.shape[0], b.shape[1]
+            idx = start + jnp.arange(count * s).reshape(count, s)
+            out = out.at[idx[:, :, None], idx[:, None, :]].set(b)
+            start += count * s
+        return out
+
+
+def _scatter_rows(values, index, n):
+    """Σ of per-element rows `values` (E, d) into (n,) by `index` (E, d); slot n dropped."""
+    flat = jax.ops.segment_sum(values.reshape(-1), index.reshape(-1), num_segments=n + 1)
+    return flat[:n]
+
+
+def _gather(v, index):
+    return jnp.concatenate([v, jnp.zeros((1,), v.dtype)])[index]
+
+
+@struct.dataclass
+class Jacobian:
+    """H = D + Σ_terms Σ_e P_eᵀ A_e P_e: block-diagonal D plus local matrices.
 
     Attributes:
-      body_a, body_b: (R,) int body indices (-1 = world); contact rows' come from the
-                      broad phase, so they are arrays, not static.
-      jac_a, jac_b:   (R, 6) ∂e/∂(v, ω) of side a and side b.
-      error:          (R,) e_j.
-      stiffness:      (R,) s_j (0 for rows that are inactive).
-      curvature:      (R,) Gauss-Newton curvature c_j >= 0.
-      cone:           (K,) μ Δt: friction bound per unit of normal multiplier.
-      n_contact:      static K.
-      n_unilateral:   static U, the number of one-sided joint rows (the last rows).
+      diagonal: `BlockDiagonal` D (the mass).
+      local:    per term (E, d, d) local matrices A_e.
+      index:    per term (E, d) DOF indices of the local rows/columns (n = dropped).
+      blocks:   per term (E, k) group-relative block index of each slot (-1 = world).
+      slots:    static, per term: ((group, offset, size), ...) of the element's k slots.
+      size:     static n.
     """
 
-    jac_a: Array
-    jac_b: Array
+    diagonal: BlockDiagonal
+    local: tuple
+    index: tuple
+    blocks: tuple
+    slots: tuple = struct.field(pytree_node=False)
+    size: int = struct.field(pytree_node=False)
+
+    def matvec(self, v):
+        out = self.diagonal.apply(v)
+        for a, idx in zip(self.local, self.index):
+            out = out + _scatter_rows(jnp.einsum("eij,ej->ei", a, _gather(v, idx)), idx,
+                                      self.size)
+        return out
+
+    def rmatvec(self, v):
+        out = self.diagonal.transpose().apply(v)
+        for a, idx in zip(self.local, self.index):
+            out = out + _scatter_rows(jnp.einsum("eji,ej->ei", a, _gather(v, idx)), idx,
+                                      self.size)
+        return out
+
+    def dense(self):
+        n = self.size
+        out = jnp.zeros((n + 1, n + 1), self.diagonal.blocks[0].dtype)
+        for a, idx in zip(self.local, self.index):
+            out = out.at[idx[:, :, None], idx[:, None, :]].add(a)
+        return out[:n, :n] + self.diagonal.dense()
+
+    def block_diagonal(self) -> BlockDiagonal:
+        """D plus every element's diagonal sub-blocks, per block of DOFs."""
+        groups = [b for b in self.diagonal.blocks]
+        for a, ids, slots in zip(self.local, self.blocks, self.slots):
+            for s, (group, offset, size) in enumerate(slots):
+                sub = a[:, offset:offset + size, offset:offset + size]
+                count = groups[group].shape[0]
+                target = jnp.where(ids[:, s] < 0, count, ids[:, s])
+                add = jax.ops.segment_sum(sub, target, num_segments=count + 1)[:count]
+                groups[group] = groups[group] + add
+        return BlockDiagonal(tuple(groups))
+
+
+@struct.dataclass
+class RowBlock:
+    """One group of constraint rows of a term's E elements (c rows each; pairs: c pairs).
+
+    Row j of element e has an error e_j (a gap, stretch or velocity), its Jacobian with
+    respect to the element's local velocities G_j = ∂e_j/∂x (lag frozen), a stiffness s_j such
+    that λ_j = -s_j e_j on the quadratic part of its law (thesis Eq. 117), a Gauss-Newton
+    curvature c_j >= 0, and a kind: "bilateral" (λ free), "unilateral" (λ >= 0), "disc"
+    (pairs: |λ| <= cone λ_partner), "" (no compliance form).
+
+    Attributes:
+      error:     (E, c) or (E, c, 2).
+      jac:       (E, c, d) or (E, c, 2, d).
+      stiffness, curvature, cone: (E, c).
+      index:     (E, d) DOF indices; blocks (E, k) block ids; slots static, as `Jacobian`.
+      kind, partner (index of the partner block in the flat tuple), pair, term: static.
+    """
+
     error: Array
+    jac: Array
     stiffness: Array
     curvature: Array
     cone: Array
-    body_a: Array
-    body_b: Array
-    n_contact: int = struct.field(pytree_node=False)
-    n_unilateral: int = struct.field(pytree_node=False, default=0)
+    index: Array
+    blocks: Array
+    slots: tuple = struct.field(pytree_node=False)
+    kind: str = struct.field(pytree_node=False, default="")
+    partner: int = struct.field(pytree_node=False, default=-1)
+    pair: bool = struct.field(pytree_node=False, default=False)
+    term: str = struct.field(pytree_node=False, default="")
+
+    def flat_jac(self):
+        """(E, r, d) with the pair components as separate rows."""
+        return self.jac.reshape(self.jac.shape[0], -1, self.jac.shape[-1])
+
+    def flat(self, values):
+        """Per-row values (E, c) repeated for pair components: (E, r)."""
+        return jnp.repeat(values, 2, axis=1) if self.pair else values
+
+    def transpose_apply(self, lam, n):
+        """Σ_j G_jᵀ λ_j scattered to the flat (n,) vector; lam like `error`."""
+        local = jnp.einsum("erd,er->ed", self.flat_jac(), lam.reshape(lam.shape[0], -1))
+        return _scatter_rows(local, self.index, n)
 
 
 class Problem(NamedTuple):
-    """The functions of one step's problem (all global; `args` is the last argument).
+    """The functions of one step's problem (global, so the implicit-gradient rules see every
+    parameter; `args` is their last argument).
 
     Attributes:
-      residual:    r(u, args) -> (n,), M⁻¹ ∂Φ/∂u: the equations every solver drives to zero.
-      gradient:    g(u, args) -> (n,), ∂Φ/∂u (u; ū = u) (= M r).
-      objective:   Φ(u, u_lag, args) -> (): merit function whose u-gradient at u_lag = u is g.
-      direction:   (u, args, damped) -> (n,): r's value; with damped = 1 its Jacobian uses a
-                   conservative (IRLS) friction model (Newton's directions).
-      model_gradient: (u, u_lag, args, damped) -> (n,): ∂Φ/∂u at fixed ū (its u-Jacobian is
-                   the symmetric Hessian of Φ(·; ū), for matrix-free solvers).
-      rows:        (u, args) -> `Rows` at u.
-      mass:        (args) -> (N, 6, 6) block-diagonal mass (world frame).
-      start:       (args) -> (n,) ũ, the free-flight velocities.
+      gradient:  g(u, args) -> (n,): ∂Φ/∂u (u; ū = u), zero at the solution.
+      residual:  (u, args) -> (n,): M⁻¹ g, in units of velocity (what `tol` measures).
+      merit:     Φ(u, u_lag, args) -> (): potential whose u-gradient at u_lag = u is g.
+      linearize: (u, args, mode) -> (g, `Jacobian`): mode "exact" (the exact Jacobian of g),
+                 "irls" (friction reweighted), "lagged" (symmetric Hessian of Φ(·; ū)).
+      gauss_newton: (u, args) -> `Jacobian`: symmetric positive semi-definite model.
+      rows:      (u, args) -> tuple of `RowBlock` (row terms only).
+      mass:      (args) -> `BlockDiagonal`.
+      start:     (args) -> (n,): ũ including the linear terms (gravity).
+      rounding:  (u, args) -> (n,): rounding noise of the residual at u.
+      rotation:  (du, args) -> (): the largest rotation (rad) of any block that a velocity
+                 change du makes over the step.
     """
 
-    residual: Callable
     gradient: Callable
-    objective: Callable
-    direction: Callable
-    model_gradient: Callable
+    residual: Callable
+    merit: Callable
+    linearize: Callable
+    gauss_newton: Callable
     rows: Callable
     mass: Callable
     start: Callable
+    rounding: Callable
+    rotation: Callable

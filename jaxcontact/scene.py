@@ -1,45 +1,153 @@
 """`Scene`: a plain-Python builder that validates every input and builds (Model, State).
 
-All structure (body count, shapes, the contact-candidate table, laws, solver settings) is
-decided here with NumPy, once; the arrays it produces are the differentiable leaves.
-Every bad argument raises `ValueError` naming the argument and the value received.
+What is added is kept as typed records; `build()` turns them into the arrays of `Model` and
+`State` (the differentiable leaves) and decides, once and with NumPy, the structure of the
+step: its terms (`jaxcontact.terms`), each with its static table of elements, the contact
+colliders per pair of kinds, and whether pairs are found by the broad phase. Every bad
+argument raises `ValueError` naming the argument and the value (`jaxcontact.validate`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import math
-import numbers
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcontact.math import quat_rotate, quat_to_mat
+from jaxcontact import validate as check
+from jaxcontact.math import quat_to_mat
 from jaxcontact.models import mass as mass_properties
 from jaxcontact.models import sdf
-from jaxcontact.models.broad_phase import BroadPhase, default_capacity
+from jaxcontact.models.broad_phase import PARTICLE, BroadPhase, Sweep, default_capacity
 from jaxcontact.models.contact import Contact
-from jaxcontact.solvers import SOLVERS, check_solver
+from jaxcontact.models.contacts import (BodyObstacle, BodyPair, BodyPlane, Laws, ParticleBody,
+                                        ParticleObstacle, ParticlePlane)
+from jaxcontact.models.energy import UserEnergy
+from jaxcontact.models.forces import Gravity
+from jaxcontact.models.joints import KINDS as JOINT_KINDS
+from jaxcontact.models.joints import JointTerm, LimitTerm, MotorTerm
+from jaxcontact.models.springs import AttachmentTerm, SpringTerm
+from jaxcontact.solvers import SOLVERS
 from jaxcontact.solvers.newton import Newton
-from jaxcontact.types import (JOINT_KINDS, Body, ContactParams, ContactTable, Geom, Joint, Mesh,
-                              Model, Motor, Obstacle, PairGroup, Plane, Shape, Spring, State,
-                              WorldGroup)
+from jaxcontact.types import (Attachment, Body, ContactParams, Geom, Joint, Mesh, Model, Motor,
+                              Obstacle, Particle, Plane, Shape, Spring, State)
 
-_QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
+SURFACE = ("friction", "stiffness", "damping")
 
 
-def _number(name, value, *, low=None, positive=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value!r}")
-    return value
+# --- records ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class BodyRecord:
+    shape: Shape
+    size: np.ndarray
+    mass: float | None
+    density: float | None
+    inertia: np.ndarray | None
+    pos: np.ndarray
+    quat: np.ndarray
+    vel: np.ndarray
+    ang_vel: np.ndarray
+    friction: float
+    stiffness: float
+    damping: float
+    rounding: float = 0.0
+    mesh: int = -1
+
+
+@dataclasses.dataclass
+class PlaneRecord:
+    normal: np.ndarray
+    offset: float
+    friction: float
+    stiffness: float
+    damping: float
+
+
+@dataclasses.dataclass
+class MeshRecord:
+    vertices: np.ndarray
+    planes: np.ndarray
+    volume: float
+    moments: np.ndarray
+
+
+@dataclasses.dataclass
+class ObstacleRecord:
+    grid: sdf.GridSDF
+    friction: float
+    stiffness: float
+    damping: float
+
+
+@dataclasses.dataclass
+class SpringRecord:
+    body_a: int
+    body_b: int
+    anchor_a: np.ndarray
+    anchor_b: np.ndarray
+    stiffness: float
+    rest_length: float
+
+
+@dataclasses.dataclass
+class JointRecord:
+    kind: str
+    body_a: int
+    body_b: int
+    anchor_a: np.ndarray
+    anchor_b: np.ndarray
+    axis_a: np.ndarray
+    axis_b: np.ndarray
+    ref_a: np.ndarray
+    ref_b: np.ndarray
+    stiffness: float
+    angular_stiffness: float
+    damping: float
+    rest_length: float
+    lower: float
+    upper: float
+    limit_stiffness: float
+    limited: bool
+
+
+@dataclasses.dataclass
+class MotorRecord:
+    joint: int
+    kp: float
+    kd: float
+
+
+@dataclasses.dataclass
+class ParticleRecord:
+    mass: float
+    radius: float
+    pos: np.ndarray
+    vel: np.ndarray
+    friction: float
+    stiffness: float
+    damping: float
+
+
+@dataclasses.dataclass
+class AttachmentRecord:
+    particle: int
+    body: int
+    anchor: np.ndarray
+    stiffness: float
+    damping: float
+
+
+@dataclasses.dataclass
+class EnergyRecord:
+    fn: Callable
+    bodies: np.ndarray
+    particles: np.ndarray
+    params: Any
+    dissipation: bool
 
 
 def _mat_to_quat(rot):
@@ -47,12 +155,12 @@ def _mat_to_quat(rot):
     trace = np.trace(rot)
     k = int(np.argmax([trace, rot[0, 0], rot[1, 1], rot[2, 2]]))
     if k == 0:
-        w = 0.5 * math.sqrt(1.0 + trace)
+        w = 0.5 * np.sqrt(1.0 + trace)
         q = [w, (rot[2, 1] - rot[1, 2]) / (4 * w), (rot[0, 2] - rot[2, 0]) / (4 * w),
              (rot[1, 0] - rot[0, 1]) / (4 * w)]
     else:
         i, j, l = k - 1, k % 3, (k + 1) % 3
-        v = 0.5 * math.sqrt(max(1.0 + rot[i, i] - rot[j, j] - rot[l, l], 0.0))
+        v = 0.5 * np.sqrt(max(1.0 + rot[i, i] - rot[j, j] - rot[l, l], 0.0))
         q = [0.0, 0.0, 0.0, 0.0]
         q[0] = (rot[l, j] - rot[j, l]) / (4 * v)
         q[1 + i] = v
@@ -62,22 +170,19 @@ def _mat_to_quat(rot):
     return q / np.linalg.norm(q)
 
 
-def _vector(name, value, size, *, positive=False):
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of {size} numbers, got {value!r}") from None
-    if arr.shape != (size,):
-        raise ValueError(f"{name} must have shape ({size},), got {value!r} with shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if positive and not np.all(arr > 0):
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return arr
+def _as_float(x, dtype):
+    """A user parameter leaf as an array: floats in the scene's dtype, others as given."""
+    x = jnp.asarray(x)
+    return x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+
+def _rotation(quat):
+    return np.asarray(quat_to_mat(jnp.asarray(quat, jnp.float64)))
 
 
 class Scene:
-    """Builds a scene of spheres and boxes over static planes.
+    """Builds a scene of rigid bodies, particles, joints, springs and user terms over static
+    planes and obstacles.
 
     Args:
       dt: time step, s.
@@ -94,29 +199,34 @@ class Scene:
 
     def __init__(self, dt=0.002, gravity=(0.0, 0.0, -9.81), *, friction=0.5, stiffness=1e5,
                  damping=300.0):
-        self.dt = _number("dt", dt, positive=True)
-        self.gravity = _vector("gravity", gravity, 3)
-        self._defaults = {"friction": _number("friction", friction, low=0),
-                          "stiffness": _number("stiffness", stiffness, positive=True),
-                          "damping": _number("damping", damping, low=0)}
-        self._bodies: list[dict] = []
-        self._planes: list[dict] = []
-        self._springs: list[dict] = []
-        self._meshes: list[dict] = []
-        self._obstacles: list[dict] = []
-        self._joints: list[dict] = []
-        self._motors: list[dict] = []
+        self.dt = check.number("dt", dt, positive=True)
+        self.gravity = check.vector("gravity", gravity, 3)
+        self._defaults = {"friction": check.number("friction", friction, low=0),
+                          "stiffness": check.number("stiffness", stiffness, positive=True),
+                          "damping": check.number("damping", damping, low=0)}
+        self._bodies: list[BodyRecord] = []
+        self._planes: list[PlaneRecord] = []
+        self._springs: list[SpringRecord] = []
+        self._meshes: list[MeshRecord] = []
+        self._obstacles: list[ObstacleRecord] = []
+        self._joints: list[JointRecord] = []
+        self._motors: list[MotorRecord] = []
+        self._particles: list[ParticleRecord] = []
+        self._attachments: list[AttachmentRecord] = []
+        self._energies: list[EnergyRecord] = []
         # body pairs (min, max) that never collide (joined by a joint with collide=False)
         self._no_collide: set[tuple[int, int]] = set()
 
-    # --- validation helpers ---
+    # --- shared pieces ---
     def _surface(self, friction, stiffness, damping):
         d = self._defaults
         return {
-            "friction": d["friction"] if friction is None else _number("friction", friction, low=0),
-            "stiffness": (d["stiffness"] if stiffness is None
-                          else _number("stiffness", stiffness, positive=True)),
-            "damping": d["damping"] if damping is None else _number("damping", damping, low=0),
+            "friction": d["friction"] if friction is None else check.number(
+                "friction", friction, low=0),
+            "stiffness": d["stiffness"] if stiffness is None else check.number(
+                "stiffness", stiffness, positive=True),
+            "damping": d["damping"] if damping is None else check.number(
+                "damping", damping, low=0),
         }
 
     def _body(self, shape, size, mass, inertia, pos, quat, vel, ang_vel, surface, *,
@@ -128,32 +238,48 @@ class Scene:
             raise ValueError(f"give exactly one of mass and density, got mass={mass!r}, "
                              f"density={density!r}")
         if mass is not None:
-            mass = _number("mass", mass, positive=True)
+            mass = check.number("mass", mass, positive=True)
         else:
-            density = _number("density", density, positive=True)
-        quat = _vector("quat", quat, 4)
-        if abs(np.linalg.norm(quat) - 1.0) > _QUAT_TOL:
-            raise ValueError(f"quat must be a unit quaternion (w, x, y, z), got {tuple(quat)} "
-                             f"with norm {np.linalg.norm(quat):.6g}")
-        inertia = (_vector("inertia", inertia, 3, positive=True) if inertia is not None
-                   else None)
-        self._bodies.append({
-            "shape": shape, "size": size, "mass": mass, "density": density, "inertia": inertia,
-            "rounding": rounding, "mesh": mesh,
-            "pos": _vector("pos", pos, 3), "quat": quat, "vel": _vector("vel", vel, 3),
-            "ang_vel": _vector("ang_vel", ang_vel, 3), **surface})
+            density = check.number("density", density, positive=True)
+        record = BodyRecord(
+            shape=shape, size=size, mass=mass, density=density,
+            inertia=None if inertia is None else check.vector("inertia", inertia, 3,
+                                                              positive=True),
+            pos=check.vector("pos", pos, 3), quat=check.quaternion("quat", quat),
+            vel=check.vector("vel", vel, 3), ang_vel=check.vector("ang_vel", ang_vel, 3),
+            rounding=rounding, mesh=mesh, **surface)
+        self._bodies.append(record)
         return len(self._bodies) - 1
 
-    # --- public builders ---
+    def _body_index(self, name, value, world=True):
+        return check.index(name, value, len(self._bodies), world=world)
+
+    def _pair(self, body_a, body_b, world=True):
+        """Validated (a, b) of two distinct bodies; with `world`, either may be -1."""
+        a = self._body_index("body_a", body_a, world)
+        b = self._body_index("body_b", body_b, world)
+        if a == b:
+            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
+        return a, b
+
+    def _frame(self, body):
+        """(R, x) of a body at its build-time pose (identity and origin for the world)."""
+        if body < 0:
+            return np.eye(3), np.zeros(3)
+        b = self._bodies[body]
+        return _rotation(b.quat), b.pos
+
+    def _world_point(self, body, local):
+        rot, pos = self._frame(body)
+        return pos + rot @ local
+
+    # --- bodies ---
     def add_plane(self, normal=(0.0, 0.0, 1.0), offset=0.0, *, friction=None, stiffness=None,
                   damping=None) -> int:
         """Add the static half-space {x : n·x >= offset} (n is normalized). Returns its index."""
-        n = _vector("normal", normal, 3)
-        norm = np.linalg.norm(n)
-        if norm < 1e-12:
-            raise ValueError(f"normal must be non-zero, got {normal!r}")
-        self._planes.append({"normal": n / norm, "offset": _number("offset", offset),
-                             **self._surface(friction, stiffness, damping)})
+        self._planes.append(PlaneRecord(normal=check.direction("normal", normal),
+                                        offset=check.number("offset", offset),
+                                        **self._surface(friction, stiffness, damping)))
         return len(self._planes) - 1
 
     def add_sphere(self, radius, mass=None, pos=(0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
@@ -163,7 +289,7 @@ class Scene:
 
         Give `mass` (kg; inertia 2/5 m r² unless `inertia` is given) or `density` (kg/m³).
         """
-        r = _number("radius", radius, positive=True)
+        r = check.number("radius", radius, positive=True)
         return self._body(Shape.SPHERE, np.array([r, 0.0, 0.0]), mass, inertia, pos, quat,
                           vel, ang_vel, self._surface(friction, stiffness, damping),
                           density=density)
@@ -182,10 +308,10 @@ class Scene:
             the rounding (see `jaxcontact.models.geometry`). Resting on a face, the box's
             contact points are the centres of its 4 rounded corners.
         """
-        if isinstance(half_size, numbers.Real) and not isinstance(half_size, bool):
+        if isinstance(half_size, (int, float)) and not isinstance(half_size, bool):
             half_size = (half_size,) * 3
-        h = _vector("half_size", half_size, 3, positive=True)
-        rounding = 0.02 * float(np.min(h)) if rounding is None else _number(
+        h = check.vector("half_size", half_size, 3, positive=True)
+        rounding = 0.02 * float(np.min(h)) if rounding is None else check.number(
             "rounding", rounding, low=0)
         if rounding >= np.min(h):
             raise ValueError(f"rounding must be smaller than the smallest half size "
@@ -203,8 +329,8 @@ class Scene:
 
         `mass` or `density` and `inertia` as for `add_sphere` (a uniform solid capsule).
         """
-        r = _number("radius", radius, positive=True)
-        half = _number("half_length", half_length, positive=True)
+        r = check.number("radius", radius, positive=True)
+        half = check.number("half_length", half_length, positive=True)
         return self._body(Shape.CAPSULE, np.array([r, half, 0.0]), mass, inertia, pos, quat,
                           vel, ang_vel, self._surface(friction, stiffness, damping),
                           density=density)
@@ -225,25 +351,12 @@ class Scene:
         Hull vertices are the body's contact points against everything else (ADD's point
         proxies); other bodies' points meet its face planes.
         """
-        try:
-            points = np.asarray(vertices, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"vertices must be a (V, 3) array of numbers, got {vertices!r}") \
-                from None
-        if points.ndim != 2 or points.shape[1] != 3 or not np.all(np.isfinite(points)):
-            raise ValueError(f"vertices must be a finite (V, 3) array, got shape {points.shape}")
+        points = check.points("vertices", vertices)
         hull, planes = mass_properties.convex_hull(points)
         volume_mass, com, moments, axes = mass_properties.convex_mesh(hull, 1.0)
         local = (hull - com) @ axes            # vertices in the principal frame
         if contact_points is not None:
-            try:
-                extra = np.asarray(contact_points, dtype=float)
-            except (TypeError, ValueError):
-                raise ValueError("contact_points must be a (P, 3) array of numbers, got "
-                                 f"{contact_points!r}") from None
-            if extra.ndim != 2 or extra.shape[1] != 3 or not np.all(np.isfinite(extra)):
-                raise ValueError("contact_points must be a finite (P, 3) array, got shape "
-                                 f"{extra.shape}")
+            extra = check.points("contact_points", contact_points)
             reach = np.max(extra @ planes[:, :3].T - planes[:, 3], axis=1)
             if np.any(reach > 1e-9 * max(1.0, float(np.max(np.abs(hull))))):
                 raise ValueError("contact_points must lie on or inside the hull of vertices; "
@@ -251,78 +364,89 @@ class Scene:
             local = (extra - com) @ axes
         normals = planes[:, :3] @ axes
         offsets = planes[:, 3] - planes[:, :3] @ com
-        quat = _vector("quat", quat, 4)
-        frame = np.asarray(quat_to_mat(jnp.asarray(quat / np.linalg.norm(quat))))
-        centre = _vector("pos", pos, 3) + frame @ com
-        rotation = frame @ axes
-        self._meshes.append({"vertices": local, "planes": np.c_[normals, offsets],
-                             "volume": volume_mass, "moments": moments})
+        frame = _rotation(check.quaternion("quat", quat))
+        centre = check.vector("pos", pos, 3) + frame @ com
         if mass is not None:
-            mass = _number("mass", mass, positive=True)
-        return self._body(Shape.MESH, np.zeros(3), mass, None, centre, _mat_to_quat(rotation),
-                          vel, ang_vel, self._surface(friction, stiffness, damping),
-                          density=density, mesh=len(self._meshes) - 1)
+            mass = check.number("mass", mass, positive=True)
+        self._meshes.append(MeshRecord(local, np.c_[normals, offsets], volume_mass, moments))
+        try:
+            return self._body(Shape.MESH, np.zeros(3), mass, None, centre,
+                              _mat_to_quat(frame @ axes), vel, ang_vel,
+                              self._surface(friction, stiffness, damping), density=density,
+                              mesh=len(self._meshes) - 1)
+        except ValueError:
+            self._meshes.pop()
+            raise
+
+    def add_particle(self, mass, pos, vel=(0.0, 0.0, 0.0), *, radius=0.0, friction=None,
+                     stiffness=None, damping=None) -> int:
+        """Add a particle: a 3-DOF point mass. Returns its particle index.
+
+        It collides with planes, obstacles and every body as a ball of `radius` (m, >= 0;
+        0 is a point), with the same laws and friction as bodies and its own surface
+        parameters. Its state is `state.particle_pos[p]`, `state.particle_vel[p]`; its mass
+        `model.particle.mass[p]` (differentiable, like every parameter).
+        """
+        self._particles.append(ParticleRecord(
+            mass=check.number("mass", mass, positive=True),
+            radius=check.number("radius", radius, low=0), pos=check.vector("pos", pos, 3),
+            vel=check.vector("vel", vel, 3), **self._surface(friction, stiffness, damping)))
+        return len(self._particles) - 1
 
     def exclude_pair(self, body_a, body_b) -> None:
         """Never collide bodies `body_a` and `body_b` (e.g. links of a chain or a robot).
 
         `add_joint(..., collide=False)` (the default) does this for the bodies it joins.
         """
-        self._check_pair(body_a, body_b, world=False)
-        self._no_collide.add((min(body_a, body_b), max(body_a, body_b)))
+        a, b = self._pair(body_a, body_b, world=False)
+        self._no_collide.add((min(a, b), max(a, b)))
 
     def add_obstacle(self, grid, *, friction=None, stiffness=None, damping=None) -> int:
         """Add a static obstacle given by a signed distance grid (`jc.sdf.GridSDF`, e.g. from
         `jc.sdf.from_mesh` or `jc.sdf.from_heightfield`). Returns its index.
 
-        Every body's contact points meet it (its `sample` is the distance, its gradient the
-        normal).
+        Every body's contact points and every particle meet it (its `sample` is the
+        distance, its gradient the normal).
         """
         if not isinstance(grid, sdf.GridSDF):
             raise ValueError(f"grid must be a jc.sdf.GridSDF, got {type(grid).__name__}")
-        self._obstacles.append({"grid": grid, **self._surface(friction, stiffness, damping)})
+        self._obstacles.append(ObstacleRecord(grid, **self._surface(friction, stiffness,
+                                                                    damping)))
         return len(self._obstacles) - 1
 
+    # --- connections ---
     def add_spring(self, body_a, body_b=-1, *, stiffness, anchor_a=(0.0, 0.0, 0.0),
                    anchor_b=None, rest_length=None) -> int:
         """Add a distance spring U = k/2 (|p_a - p_b| - L)² (thesis Eq. 111). Returns its index.
 
         Args:
-          body_a: index of a body.
-          body_b: index of another body, or -1 for a fixed world point.
+          body_a, body_b: indices of two bodies; either may be -1 for a fixed world point.
           stiffness: k, N/m (> 0). The `Dual` solver sees it as the compliance 1/k.
-          anchor_a: attachment point in body a's frame (default its centre of mass).
+          anchor_a: attachment point in body a's frame (default its centre of mass), or a
+            world point when body_a = -1.
           anchor_b: attachment point in body b's frame, or a world point when body_b = -1.
             Default: body b's centre, or for the world the current world position of
             anchor_a (so the spring starts at its rest length when that is left out too).
           rest_length: L >= 0, m. Default: the current distance of the two points. 0 makes a
             soft ball joint.
         """
-        self._check_pair(body_a, body_b)
-        k = _number("stiffness", stiffness, positive=True)
-        anchor_a = _vector("anchor_a", anchor_a, 3)
-        world_a = self._world_point(body_a, anchor_a)
+        a, b = self._pair(body_a, body_b)
+        k = check.number("stiffness", stiffness, positive=True)
+        anchor_a = check.vector("anchor_a", anchor_a, 3)
+        if a < 0:   # the world on side a: the same spring with its sides swapped
+            if anchor_b is None:
+                anchor_b = np.zeros(3)
+            a, b, anchor_a, anchor_b = b, a, check.vector("anchor_b", anchor_b, 3), anchor_a
+        world_a = self._world_point(a, anchor_a)
         if anchor_b is None:
-            anchor_b = world_a if body_b == -1 else np.zeros(3)
-        anchor_b = _vector("anchor_b", anchor_b, 3)
-        world_b = anchor_b if body_b == -1 else self._world_point(body_b, anchor_b)
+            anchor_b = world_a if b == -1 else np.zeros(3)
+        anchor_b = check.vector("anchor_b", anchor_b, 3)
+        world_b = anchor_b if b == -1 else self._world_point(b, anchor_b)
         if rest_length is None:
             rest_length = float(np.linalg.norm(world_a - world_b))
-        self._springs.append({"body_a": int(body_a), "body_b": int(body_b), "anchor_a": anchor_a,
-                              "anchor_b": anchor_b, "stiffness": k,
-                              "rest_length": _number("rest_length", rest_length, low=0)})
+        self._springs.append(SpringRecord(a, b, anchor_a, anchor_b, k, check.number(
+            "rest_length", rest_length, low=0)))
         return len(self._springs) - 1
-
-    def _check_pair(self, body_a, body_b, world=True):
-        """ValueError unless body_a and body_b are distinct body indices (body_b may be -1,
-        the world, when `world`)."""
-        n = len(self._bodies)
-        for name, index, low in (("body_a", body_a, 0), ("body_b", body_b, -1 if world else 0)):
-            if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not (
-                    low <= index < n):
-                raise ValueError(f"{name} must be a body index in [{low}, {n}), got {index!r}")
-        if body_a == body_b:
-            raise ValueError(f"body_b must differ from body_a, got {body_b!r} for both")
 
     def add_joint(self, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
                   damping=0.0, limit=None, limit_stiffness=None, rest_length=None,
@@ -334,8 +458,9 @@ class Scene:
 
         Args:
           kind: "ball", "hinge", "slider", "fixed" or "distance" (a one-sided cable).
-          body_a: index of a body.
-          body_b: index of another body, or -1 for the world.
+          body_a, body_b: indices of two bodies; either may be -1 for the world
+            (`add_joint("hinge", -1, b, ...)` and `add_joint("hinge", b, -1, ...)` are the
+            same joint: its coordinate is that of the body relative to the world).
           anchor: the joint point, m (for "distance": the attachment point on body a).
           axis: the hinge or slider axis (normalized; must be non-zero). Its sign sets the
             sign of the hinge angle θ (right-handed, a relative to b) and slider position.
@@ -350,66 +475,62 @@ class Scene:
           angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
           anchor_b: "distance" only: the attachment point on body b (default: anchor).
         """
-        if kind not in JOINT_KINDS:
-            raise ValueError(f"kind must be one of {JOINT_KINDS}, got {kind!r}")
-        self._check_pair(body_a, body_b)
-        k = _number("stiffness", stiffness, positive=True)
-        k_ang = k if angular_stiffness is None else _number(
+        check.choice("kind", kind, JOINT_KINDS)
+        a, b = self._pair(body_a, body_b)
+        k = check.number("stiffness", stiffness, positive=True)
+        k_ang = k if angular_stiffness is None else check.number(
             "angular_stiffness", angular_stiffness, positive=True)
-        c = _number("damping", damping, low=0)
+        c = check.number("damping", damping, low=0)
         if kind == "fixed" and c > 0:
             raise ValueError(f"damping must be 0 for a fixed joint (no free motion), "
                              f"got {damping!r}")
-        if not isinstance(collide, bool):
-            raise ValueError(f"collide must be a bool, got {collide!r}")
-        point = _vector("anchor", anchor, 3)
-        direction = _vector("axis", axis, 3)
-        norm = np.linalg.norm(direction)
-        if norm < 1e-12:
-            raise ValueError(f"axis must be non-zero, got {axis!r}")
-        direction = direction / norm
-        helper = np.eye(3)[int(np.argmin(np.abs(direction)))]
-        ref = np.cross(direction, helper)
-        ref = ref / np.linalg.norm(ref)
+        check.boolean("collide", collide)
+        point = check.vector("anchor", anchor, 3)
+        direction = check.direction("axis", axis)
         lo, hi, k_lim = 0.0, 0.0, k
         if limit is not None:
             if kind not in ("hinge", "slider"):
                 raise ValueError(f"limit is only for hinge and slider joints, got limit={limit!r} "
                                  f"for kind {kind!r}")
-            lo, hi = _vector("limit", limit, 2)
+            lo, hi = check.vector("limit", limit, 2)
             if lo > hi:
                 raise ValueError(f"limit must have lo <= hi, got {limit!r}")
-            if kind == "hinge" and (lo < -math.pi or hi > math.pi):
+            if kind == "hinge" and (lo < -np.pi or hi > np.pi):
                 raise ValueError(f"limit of a hinge must lie in [-pi, pi] rad, got {limit!r}")
             if limit_stiffness is not None:
-                k_lim = _number("limit_stiffness", limit_stiffness, positive=True)
+                k_lim = check.number("limit_stiffness", limit_stiffness, positive=True)
         elif limit_stiffness is not None:
             raise ValueError(f"limit_stiffness needs a limit, got {limit_stiffness!r}")
         point_b = point
         if kind == "distance":
             if anchor_b is not None:
-                point_b = _vector("anchor_b", anchor_b, 3)
+                point_b = check.vector("anchor_b", anchor_b, 3)
             if rest_length is None:
                 rest_length = float(np.linalg.norm(point - point_b))
-            rest = _number("rest_length", rest_length, low=0)
+            rest = check.number("rest_length", rest_length, low=0)
         else:
             for name, value in (("rest_length", rest_length), ("anchor_b", anchor_b)):
                 if value is not None:
                     raise ValueError(f"{name} is only for distance joints, got {value!r} for "
                                      f"kind {kind!r}")
             rest = 0.0
-        frame_a, frame_b = self._frame(body_a), self._frame(body_b)
-        self._joints.append({
-            "kind": kind, "body_a": int(body_a), "body_b": int(body_b),
-            "anchor_a": frame_a[0].T @ (point - frame_a[1]),
-            "anchor_b": frame_b[0].T @ (point_b - frame_b[1]),
-            "axis_a": frame_a[0].T @ direction, "axis_b": frame_b[0].T @ direction,
-            "ref_a": frame_a[0].T @ ref, "ref_b": frame_b[0].T @ ref,
-            "stiffness": k, "angular_stiffness": k_ang, "damping": c, "rest_length": rest,
-            "lower": float(lo), "upper": float(hi), "limit_stiffness": k_lim,
-            "limited": limit is not None})
-        if not collide and body_b >= 0:
-            self._no_collide.add((min(body_a, body_b), max(body_a, body_b)))
+        if a < 0:
+            # the world on side a: the same joint (DESIGN.md section 3). Its coordinate (θ, s)
+            # is the body's motion relative to the world about / along the given axis in
+            # either order, so limits and motor targets mean the same; swap the sides only
+            a, b, point, point_b = b, a, point_b, point
+        helper = np.eye(3)[int(np.argmin(np.abs(direction)))]
+        ref = np.cross(direction, helper)
+        ref = ref / np.linalg.norm(ref)
+        (rot_a, pos_a), (rot_b, pos_b) = self._frame(a), self._frame(b)
+        self._joints.append(JointRecord(
+            kind=kind, body_a=a, body_b=b, anchor_a=rot_a.T @ (point - pos_a),
+            anchor_b=rot_b.T @ (point_b - pos_b), axis_a=rot_a.T @ direction,
+            axis_b=rot_b.T @ direction, ref_a=rot_a.T @ ref, ref_b=rot_b.T @ ref,
+            stiffness=k, angular_stiffness=k_ang, damping=c, rest_length=rest, lower=float(lo),
+            upper=float(hi), limit_stiffness=k_lim, limited=limit is not None))
+        if not collide and b >= 0:
+            self._no_collide.add((min(a, b), max(a, b)))
         return len(self._joints) - 1
 
     def add_motor(self, joint, kp, kd=0.0) -> int:
@@ -419,85 +540,194 @@ class Scene:
         build-time pose) with stiffness kp (N m, > 0) and damps the relative spin about the
         axis with kd (N m s/rad, >= 0).
         """
-        n = len(self._joints)
-        if isinstance(joint, bool) or not isinstance(joint, numbers.Integral) or not (
-                0 <= joint < n):
-            raise ValueError(f"joint must be a joint index in [0, {n}), got {joint!r}")
-        if self._joints[joint]["kind"] != "hinge":
+        joint = check.index("joint", joint, len(self._joints))
+        if self._joints[joint].kind != "hinge":
             raise ValueError(f"joint must be a hinge to carry a motor, got joint {joint!r} of "
-                             f"kind {self._joints[joint]['kind']!r}")
-        if any(m["joint"] == joint for m in self._motors):
+                             f"kind {self._joints[joint].kind!r}")
+        if any(m.joint == joint for m in self._motors):
             raise ValueError(f"joint {joint!r} already has a motor")
-        self._motors.append({"joint": int(joint), "kp": _number("kp", kp, positive=True),
-                             "kd": _number("kd", kd, low=0)})
+        self._motors.append(MotorRecord(joint, check.number("kp", kp, positive=True),
+                                        check.number("kd", kd, low=0)))
         return len(self._motors) - 1
 
-    def _frame(self, body):
-        """(R, x) of a body at its build-time pose (identity and origin for the world)."""
-        if body < 0:
-            return np.eye(3), np.zeros(3)
-        b = self._bodies[body]
-        quat = jnp.asarray(b["quat"] / np.linalg.norm(b["quat"]))
-        return np.asarray(quat_to_mat(quat)), b["pos"]
+    def attach(self, particle, body=-1, anchor=None, *, stiffness, damping=0.0) -> int:
+        """Tie particle `particle` to a point of body `body`, or to a world point (body -1).
+        Returns the attachment's index.
 
-    def _world_point(self, body, local):
-        b = self._bodies[body]
-        quat = jnp.asarray(b["quat"] / np.linalg.norm(b["quat"]))
-        return b["pos"] + np.asarray(quat_rotate(quat, jnp.asarray(local)))
+        U = k/2 |x_p - p|² with p the anchor point, and the dissipation Δt c/2 |v_p - v(p)|²
+        of their relative velocity.
+
+        Args:
+          particle: a particle index.
+          body: a body index, or -1 for the world.
+          anchor: the point in WORLD coordinates at build time (stored in the body's frame);
+            default: the particle's current position.
+          stiffness: k, N/m (> 0).
+          damping: c, N s/m (>= 0).
+        """
+        p = check.index("particle", particle, len(self._particles))
+        b = self._body_index("body", body)
+        point = self._particles[p].pos if anchor is None else check.vector("anchor", anchor, 3)
+        rot, pos = self._frame(b)
+        self._attachments.append(AttachmentRecord(
+            p, b, rot.T @ (point - pos), check.number("stiffness", stiffness, positive=True),
+            check.number("damping", damping, low=0)))
+        return len(self._attachments) - 1
+
+    def add_energy(self, fn, *, bodies=None, particles=None, params=None,
+                   dissipation=False) -> int:
+        """Add a user-defined term: the same mechanism the built-in physics uses. Returns t.
+
+        Args:
+          fn: fn(local, params) -> scalar for ONE element: a potential U (J) of the end of
+            step configuration, or with `dissipation=True` a dissipation potential D (W) of
+            the velocities (entering the step as Δt D). `local.pos` (kb, 3), `local.quat`
+            (kb, 4), `local.vel` (kb, 3), `local.ang_vel` (kb, 3), `local.particle_pos`
+            (kp, 3), `local.particle_vel` (kp, 3) are end-of-step values of the element's
+            blocks (a world body, -1, at the origin at rest); `params` is the element's slice
+            of `params`. It must be a jax function of them (it is differentiated twice).
+          bodies: (E, kb) int body indices per element (-1 = the world), or None.
+          particles: (E, kp) int particle indices per element, or None.
+          params: a pytree of arrays with leading axis E (or None); stored as
+            `model.energy[t]`, differentiable like every parameter.
+          dissipation: fn is a dissipation potential of velocities.
+
+        Newton and Descent solve scenes with user terms; Dual needs constraint rows and
+        refuses them.
+        """
+        if not callable(fn):
+            raise ValueError(f"fn must be callable, got {fn!r}")
+        check.boolean("dissipation", dissipation)
+        if bodies is None and particles is None:
+            raise ValueError("give bodies or particles (the blocks of each element), got "
+                             "bodies=None, particles=None")
+        b = (None if bodies is None else
+             check.table("bodies", bodies, len(self._bodies), rows="world"))
+        p = None if particles is None else check.table("particles", particles,
+                                                       len(self._particles))
+        count = (b if b is not None else p).shape[0]
+        if b is not None and p is not None and b.shape[0] != p.shape[0]:
+            raise ValueError(f"bodies and particles must have the same number of elements, got "
+                             f"{b.shape[0]} and {p.shape[0]}")
+        b = np.zeros((count, 0), np.int32) if b is None else b
+        p = np.zeros((count, 0), np.int32) if p is None else p
+        leaves = jax.tree.leaves(params)
+        for leaf in leaves:
+            shape = np.shape(leaf)
+            if not shape or shape[0] != count:
+                raise ValueError(f"params leaves must have a leading axis of the {count} "
+                                 f"elements, got a leaf of shape {shape}")
+        self._energies.append(EnergyRecord(fn, b, p, params, dissipation))
+        return len(self._energies) - 1
 
     # --- build ---
-    def _table(self, broad_phase: BroadPhase) -> ContactTable:
-        shapes = sorted({b["shape"] for b in self._bodies})
-        by_shape = {sh: tuple(i for i, b in enumerate(self._bodies) if b["shape"] == sh)
+    def _mass_inertia(self, b: BodyRecord):
+        """(mass, principal inertia) of a body record."""
+        s = b.size
+        if b.shape == Shape.MESH:
+            m = self._meshes[b.mesh]
+            mass = b.mass if b.mass is not None else b.density * m.volume
+            return mass, m.moments * (mass / m.volume)
+        unit = {Shape.SPHERE: lambda: mass_properties.sphere(s[0], 1.0),
+                Shape.BOX: lambda: mass_properties.box(s, 1.0),
+                Shape.CAPSULE: lambda: mass_properties.capsule(s[0], s[1], 1.0)}[b.shape]()
+        mass = b.mass if b.mass is not None else b.density * unit[0]
+        inertia = b.inertia if b.inertia is not None else unit[1] * (mass / unit[0])
+        return mass, inertia
+
+    def _contact_terms(self, laws: Laws, broad_phase: BroadPhase) -> list:
+        """The colliders: every kind pair present, with static element tables or broad-phase
+        slots (decided here, once)."""
+        shapes = sorted({b.shape for b in self._bodies})
+        by_shape = {sh: tuple(i for i, b in enumerate(self._bodies) if b.shape == sh)
                     for sh in shapes}
-        world = []
+        n_vertices = max((len(m.vertices) for m in self._meshes), default=0)
+        out = []
+        planes, obstacles = range(len(self._planes)), range(len(self._obstacles))
         for sh in shapes:
             bodies = by_shape[sh]
             if self._planes:
-                world.append(WorldGroup(int(sh), "plane", bodies * len(self._planes),
-                                        tuple(p for p in range(len(self._planes))
-                                              for _ in bodies)))
-            for o in range(len(self._obstacles)):
-                world.append(WorldGroup(int(sh), "obstacle", bodies, (o,) * len(bodies)))
-        n = len(self._bodies)
-        excluded = tuple(sorted(a * n + b for a, b in self._no_collide))
+                out.append(BodyPlane(int(sh), bodies * len(planes),
+                                     tuple(p for p in planes for _ in bodies), laws,
+                                     n_vertices))
+            for o in obstacles:
+                out.append(BodyObstacle(int(sh), bodies, o, laws, n_vertices))
+        particles = tuple(range(len(self._particles)))
+        if particles and self._planes:
+            out.append(ParticlePlane(particles * len(planes),
+                                     tuple(p for p in planes for _ in particles), laws))
+        for o in obstacles if particles else ():
+            out.append(ParticleObstacle(particles, o, laws))
+        # candidate pairs: bodies (shape_a <= shape_b), then particles against each shape
+        attached = {(a.body, a.particle) for a in self._attachments if a.body >= 0}
         universe = {}
         for i, sa in enumerate(shapes):
             for sb in shapes[i:]:
-                if sa == sb:
-                    pairs = itertools.combinations(by_shape[sa], 2)
-                else:
-                    pairs = itertools.product(by_shape[sa], by_shape[sb])
+                pairs = (itertools.combinations(by_shape[sa], 2) if sa == sb
+                         else itertools.product(by_shape[sa], by_shape[sb]))
                 pairs = tuple(p for p in pairs if (min(p), max(p)) not in self._no_collide)
                 if pairs:
-                    universe[(sa, sb)] = pairs
+                    universe[(int(sa), int(sb))] = pairs
+        for sh in shapes:
+            pairs = tuple((b, p) for b in by_shape[sh] for p in particles
+                          if (b, p) not in attached)
+            if pairs:
+                universe[(int(sh), PARTICLE)] = pairs
         total = sum(len(p) for p in universe.values())
         brute = broad_phase.mode == "all_pairs" or (
             broad_phase.mode == "auto" and total <= broad_phase.max_all_pairs)
-        groups = []
-        for (sa, sb), pairs in universe.items():
-            if brute:
-                groups.append(PairGroup(int(sa), int(sb), pairs, len(pairs)))
+        sweep = None
+        if not brute and universe:
+            n = len(self._bodies)
+            kinds = tuple(int(b.shape) for b in self._bodies) + (PARTICLE,) * len(particles)
+            excluded = sorted([a * (n + len(particles)) + b for a, b in self._no_collide]
+                              + [b * (n + len(particles)) + n + p for b, p in attached])
+            groups = []
+            for (ka, kb), pairs in universe.items():
+                members = len({x for pair in pairs for x in pair})
+                capacity = broad_phase.capacity or default_capacity(ka, kb) * members
+                groups.append((ka, kb, min(capacity, len(pairs))))
+            sweep = Sweep(broad_phase, kinds, tuple(groups), tuple(excluded))
+        for (ka, kb), pairs in universe.items():
+            static = pairs if brute else ()
+            capacity = 0 if brute else dict(((g[0], g[1]), g[2]) for g in sweep.groups)[(ka, kb)]
+            if kb == PARTICLE:
+                out.append(ParticleBody(ka, static, laws, capacity, sweep, n_vertices))
             else:
-                members = len(set(by_shape[sa]) | set(by_shape[sb]))
-                capacity = broad_phase.capacity or default_capacity(sa, sb) * members
-                groups.append(PairGroup(int(sa), int(sb), (), min(capacity, len(pairs))))
-        return ContactTable(world=tuple(world), pairs=tuple(groups), excluded=excluded,
-                            broad_phase=None if brute else broad_phase)
+                out.append(BodyPair(ka, kb, static, laws, capacity, sweep, n_vertices))
+        return out
 
-    def _mass_inertia(self, b):
-        """(mass, principal inertia) of a body record."""
-        s = b["size"]
-        if b["shape"] == Shape.MESH:
-            m = self._meshes[b["mesh"]]
-            mass = b["mass"] if b["mass"] is not None else b["density"] * m["volume"]
-            return mass, m["moments"] * (mass / m["volume"])
-        unit = {Shape.SPHERE: lambda: mass_properties.sphere(s[0], 1.0),
-                Shape.BOX: lambda: mass_properties.box(s, 1.0),
-                Shape.CAPSULE: lambda: mass_properties.capsule(s[0], s[1], 1.0)}[b["shape"]]()
-        mass = b["mass"] if b["mass"] is not None else b["density"] * unit[0]
-        inertia = b["inertia"] if b["inertia"] is not None else unit[1] * (mass / unit[0])
-        return mass, inertia
+    def _terms(self, contact: Contact, broad_phase: BroadPhase) -> tuple:
+        """Every term of the step, in a fixed order."""
+        out = []
+        if self._bodies:
+            out.append(Gravity(len(self._bodies)))
+        if self._particles:
+            out.append(Gravity(len(self._particles), particles=True))
+        out += self._contact_terms(Laws(contact.normal, float(contact.power), contact.friction),
+                                   broad_phase)
+        for vector in (False, True):   # the row form by the rest length at build time
+            springs = tuple(i for i, r in enumerate(self._springs)
+                            if (r.rest_length == 0.0) == vector)
+            if springs:
+                out.append(SpringTerm(springs, vector))
+        for kind in JOINT_KINDS:
+            joints = tuple(j for j, r in enumerate(self._joints) if r.kind == kind)
+            if joints:
+                out.append(JointTerm(kind, joints))
+        if self._motors:
+            out.append(MotorTerm(tuple(range(len(self._motors))),
+                                 tuple(m.joint for m in self._motors)))
+        for kind in ("hinge", "slider"):
+            joints = tuple(j for j, r in enumerate(self._joints) if r.kind == kind and r.limited)
+            if joints:
+                out.append(LimitTerm(kind, joints))
+        if self._attachments:
+            out.append(AttachmentTerm(len(self._attachments)))
+        for t, e in enumerate(self._energies):
+            out.append(UserEnergy(e.fn, t, tuple(map(tuple, e.bodies.tolist())),
+                                  tuple(map(tuple, e.particles.tolist())), e.dissipation))
+        return tuple(out)
 
     def build(self, contact: Contact | None = None, solver=None, dtype=None, broad_phase=None):
         """Freeze the scene into a `(Model, State)` pair.
@@ -505,8 +735,8 @@ class Scene:
         Args:
           contact: a `jc.Contact` (laws and their parameters); default `Contact()`.
           solver: solver settings: `jc.Newton(...)` (default), `jc.Descent(...)` or
-            `jc.Dual(...)`. `Dual` needs the `linear` normal law and `huber` or `linear`
-            friction (its rows are the compliance form of those quadratics).
+            `jc.Dual(...)`. `Dual` needs every term in compliance form: the `linear` normal
+            law, `huber` or `linear` friction, no user energies (it says which term is not).
           dtype: float dtype of every array; default JAX's default float (float32 unless
             `jax_enable_x64` is on).
           broad_phase: a `jc.BroadPhase`: how body pairs become contact candidates (default
@@ -514,17 +744,13 @@ class Scene:
         """
         contact = Contact() if contact is None else contact
         solver = Newton() if solver is None else solver
-        if not isinstance(contact, Contact):
-            raise ValueError(f"contact must be a jc.Contact, got {contact!r}")
-        if not isinstance(solver, SOLVERS):
-            raise ValueError("solver must be a jc.Newton, jc.Descent or jc.Dual, "
-                             f"got {solver!r}")
-        check_solver(solver, contact.normal, contact.friction)
+        check.instance("contact", contact, Contact, "a jc.Contact")
+        check.instance("solver", solver, SOLVERS, "a jc.Newton, jc.Descent or jc.Dual")
         broad_phase = BroadPhase() if broad_phase is None else broad_phase
-        if not isinstance(broad_phase, BroadPhase):
-            raise ValueError(f"broad_phase must be a jc.BroadPhase, got {broad_phase!r}")
-        if not self._bodies:
-            raise ValueError("the scene has no bodies: add a sphere or a box before build()")
+        check.instance("broad_phase", broad_phase, BroadPhase, "a jc.BroadPhase")
+        if not self._bodies and not self._particles:
+            raise ValueError("the scene has no bodies or particles: add a sphere, a box or a "
+                             "particle before build()")
         try:
             dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
         except TypeError:
@@ -532,63 +758,75 @@ class Scene:
         if not jnp.issubdtype(dtype, jnp.floating):
             raise ValueError(f"dtype must be a float dtype, got {dtype!r}")
 
-        def arr(values):
-            return jnp.asarray(np.asarray(values, dtype=float), dtype=dtype)
+        def arr(values, *trailing):
+            return jnp.asarray(np.asarray(values, dtype=float).reshape((-1,) + trailing),
+                               dtype=dtype)
 
-        bodies, planes, springs, joints = (self._bodies, self._planes, self._springs,
-                                           self._joints)
-        obstacles, meshes = self._obstacles, self._meshes
-        surface = ("friction", "stiffness", "damping")
-        mass, inertia = zip(*(self._mass_inertia(b) for b in bodies))
-        n_vert = max((len(m["vertices"]) for m in meshes), default=1)
-        n_plane = max((len(m["planes"]) for m in meshes), default=1)
+        def column(records, name, *trailing):
+            return arr([getattr(r, name) for r in records], *trailing)
+
+        bodies, particles = self._bodies, self._particles
+        mass, inertia = zip(*(self._mass_inertia(b) for b in bodies)) if bodies else ((), ())
+        n_vert = max((len(m.vertices) for m in self._meshes), default=1)
+        n_plane = max((len(m.planes) for m in self._meshes), default=1)
 
         def pad(rows, size):
             return np.concatenate([rows, np.repeat(rows[:1], size - len(rows), axis=0)])
 
+        joints = self._joints
         model = Model(
-            body=Body(mass=arr(mass), inertia=arr(inertia)),
-            geom=Geom(size=arr([b["size"] for b in bodies]),
-                      rounding=arr([b["rounding"] for b in bodies]),
-                      **{k: arr([b[k] for b in bodies]) for k in surface},
-                      shape=tuple(Shape(b["shape"]) for b in bodies),
-                      mesh=tuple(b["mesh"] for b in bodies)),
-            mesh=Mesh(vertices=arr(np.reshape([pad(m["vertices"], n_vert) for m in meshes],
-                                              (-1, n_vert, 3))),
-                      planes=arr(np.reshape([pad(m["planes"], n_plane) for m in meshes],
-                                            (-1, n_plane, 4))),
-                      count=tuple(len(m["vertices"]) for m in meshes)),
-            obstacle=Obstacle(grid=tuple(jax.tree.map(lambda x: jnp.asarray(x, dtype), o["grid"])
-                                         for o in obstacles),
-                              **{k: arr([o[k] for o in obstacles]) for k in surface}),
-            plane=Plane(normal=arr(np.reshape([p["normal"] for p in planes], (-1, 3))),
-                        offset=arr([p["offset"] for p in planes]),
-                        **{k: arr([p[k] for p in planes]) for k in surface}),
-            contact=ContactParams(friction_stiffness=arr(contact.friction_stiffness),
-                                  friction_eps=arr(contact.friction_eps),
-                                  smooth_width=arr(contact.smooth_width), normal=contact.normal,
-                                  power=float(contact.power), friction=contact.friction),
-            spring=Spring(anchor_a=arr(np.reshape([s["anchor_a"] for s in springs], (-1, 3))),
-                          anchor_b=arr(np.reshape([s["anchor_b"] for s in springs], (-1, 3))),
-                          rest_length=arr([s["rest_length"] for s in springs]),
-                          stiffness=arr([s["stiffness"] for s in springs]),
-                          body_a=tuple(s["body_a"] for s in springs),
-                          body_b=tuple(s["body_b"] for s in springs)),
-            joint=Joint(**{f: arr(np.reshape([j[f] for j in joints], (-1, 3)))
-                           for f in ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a",
-                                     "ref_b")},
-                        **{f: arr([j[f] for j in joints])
+            body=Body(mass=arr(mass), inertia=arr(inertia, 3)),
+            geom=Geom(size=column(bodies, "size", 3), rounding=column(bodies, "rounding"),
+                      **{k: column(bodies, k) for k in SURFACE},
+                      shape=tuple(Shape(b.shape) for b in bodies),
+                      mesh=tuple(b.mesh for b in bodies)),
+            mesh=Mesh(vertices=arr([pad(m.vertices, n_vert) for m in self._meshes], n_vert, 3),
+                      planes=arr([pad(m.planes, n_plane) for m in self._meshes], n_plane, 4),
+                      count=tuple(len(m.vertices) for m in self._meshes)),
+            obstacle=Obstacle(grid=tuple(jax.tree.map(lambda x: jnp.asarray(x, dtype), o.grid)
+                                         for o in self._obstacles),
+                              **{k: column(self._obstacles, k) for k in SURFACE}),
+            plane=Plane(normal=column(self._planes, "normal", 3),
+                        offset=column(self._planes, "offset"),
+                        **{k: column(self._planes, k) for k in SURFACE}),
+            contact=ContactParams(friction_stiffness=jnp.asarray(contact.friction_stiffness,
+                                                                 dtype),
+                                  friction_eps=jnp.asarray(contact.friction_eps, dtype),
+                                  smooth_width=jnp.asarray(contact.smooth_width, dtype),
+                                  normal=contact.normal, power=float(contact.power),
+                                  friction=contact.friction),
+            spring=Spring(anchor_a=column(self._springs, "anchor_a", 3),
+                          anchor_b=column(self._springs, "anchor_b", 3),
+                          rest_length=column(self._springs, "rest_length"),
+                          stiffness=column(self._springs, "stiffness"),
+                          body_a=tuple(s.body_a for s in self._springs),
+                          body_b=tuple(s.body_b for s in self._springs)),
+            joint=Joint(**{f: column(joints, f, 3) for f in ("anchor_a", "anchor_b", "axis_a",
+                                                              "axis_b", "ref_a", "ref_b")},
+                        **{f: column(joints, f)
                            for f in ("stiffness", "angular_stiffness", "damping", "rest_length",
                                      "lower", "upper", "limit_stiffness")},
-                        **{f: tuple(j[f] for j in joints)
+                        **{f: tuple(getattr(j, f) for j in joints)
                            for f in ("kind", "body_a", "body_b", "limited")}),
-            motor=Motor(kp=arr([m["kp"] for m in self._motors]),
-                        kd=arr([m["kd"] for m in self._motors]),
-                        joint=tuple(m["joint"] for m in self._motors)),
-            gravity=arr(self.gravity), dt=arr(self.dt), table=self._table(broad_phase),
-            solver=solver)
-        state = State(pos=arr([b["pos"] for b in bodies]),
-                      quat=arr([b["quat"] / np.linalg.norm(b["quat"]) for b in bodies]),
-                      vel=arr([b["vel"] for b in bodies]),
-                      ang_vel=arr([b["ang_vel"] for b in bodies]), time=arr(0.0))
+            motor=Motor(kp=column(self._motors, "kp"), kd=column(self._motors, "kd"),
+                        joint=tuple(m.joint for m in self._motors)),
+            particle=Particle(mass=column(particles, "mass"),
+                              radius=column(particles, "radius"),
+                              **{k: column(particles, k) for k in SURFACE}),
+            attachment=Attachment(anchor=column(self._attachments, "anchor", 3),
+                                  stiffness=column(self._attachments, "stiffness"),
+                                  damping=column(self._attachments, "damping"),
+                                  particle=tuple(a.particle for a in self._attachments),
+                                  body=tuple(a.body for a in self._attachments)),
+            energy=tuple(jax.tree.map(lambda x: _as_float(x, dtype), e.params)
+                         for e in self._energies),
+            gravity=jnp.asarray(self.gravity, dtype),
+            dt=jnp.asarray(self.dt, dtype),
+            terms=self._terms(contact, broad_phase), solver=solver)
+        solver.check(model)
+        state = State(pos=column(bodies, "pos", 3), quat=column(bodies, "quat", 4),
+                      vel=column(bodies, "vel", 3), ang_vel=column(bodies, "ang_vel", 3),
+                      time=jnp.asarray(0.0, dtype),
+                      particle_pos=column(particles, "pos", 3),
+                      particle_vel=column(particles, "vel", 3))
         return model, state

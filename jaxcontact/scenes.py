@@ -251,7 +251,7 @@ def contact_point_cube(n_per_edge, *, half=0.1, mass=1.0, stiffness0=1e4, dampin
 
     Per-point parameters: k = stiffness0 / n², k_d = damping0 / n² with `scale`, else
     stiffness0 and damping0 per point. The ground plane gets the same k and k_d as the cube:
-    pair stiffness is the harmonic combination 2 a b / (a + b) (`geometry.pair_parameters`),
+    pair stiffness is the harmonic combination 2 a b / (a + b) (`contacts.combine`),
     which is a for a = b but tends to 2 a against a much stiffer plane; damping is the mean.
     With equal values the per-point pair values are exactly k and k_d (the scene holds only
     this cube, so matching the ground to it is exact). Resting flat, n² points carry m g:

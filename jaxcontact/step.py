@@ -1,9 +1,10 @@
-"""`step` and `rollout`: the only place where physics (dynamics.py) and solvers meet.
+"""`step` and `rollout`: the only place where physics (the terms) and solvers meet.
 
-One step: build the residual of the implicit step from (model, state, control), solve it with
-`model.solver` on stop-gradient inputs, attach implicit gradients to the solution, and advance
-the state. Gradients of a rollout therefore cost one transposed linear solve per step and keep
-O(steps × state) memory, independent of solver iterations.
+One step: prepare the step's problem from (model, state, control) (`terms.prepare`: every
+term's elements, the mass and ũ, once), solve it with `model.solver`, whose adjoint object
+attaches implicit gradients to the solution (`solvers.adjoint`), and advance the state by
+q+(u) (`dofs`). Gradients of a rollout therefore cost one transposed linear solve per step
+and keep O(steps × state) memory, independent of solver iterations.
 """
 
 from __future__ import annotations
@@ -11,12 +12,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcontact import dynamics
-from jaxcontact.models.geometry import contact_frame
-from jaxcontact.solvers import check_solver
-from jaxcontact.solvers.base import early_exit, matrix_free_adjoint
-from jaxcontact.solvers.blocks import jacobian_preconditioner
-from jaxcontact.solvers.implicit import MatrixFree, implicit_solution
+from jaxcontact import dofs, terms
+from jaxcontact.math import quat_normalize
 from jaxcontact.types import Control, Model, State, StepInfo
 
 
@@ -28,9 +25,13 @@ def _check_control(model: Model, control: Control):
             raise ValueError(f"control.{name} must have shape {shape}, got {got}")
 
 
-def _preconditioner(u, args, transpose):
-    """Block-Jacobi preconditioner of the step's Jacobian for matrix-free implicit gradients."""
-    return jacobian_preconditioner(dynamics.PROBLEM, u, args, transpose)
+def advance(model: Model, state: State, u) -> State:
+    """The end-of-step state for velocities u."""
+    pos, quat, particle_pos = dofs.configuration(state, u, model.dt)
+    vel, ang_vel, particle_vel = dofs.split(u, terms.layout(model))
+    return state.replace(pos=pos, quat=quat_normalize(quat), vel=vel, ang_vel=ang_vel,
+                         particle_pos=particle_pos, particle_vel=particle_vel,
+                         time=state.time + model.dt)
 
 
 def step(model: Model, state: State, control: Control | None = None):
@@ -45,33 +46,22 @@ def step(model: Model, state: State, control: Control | None = None):
     Returns:
       (next_state, info): the end-of-step `State` and a `StepInfo`.
     """
-    dtype = state.pos.dtype
     if control is None:
-        control = Control.zeros(model.n_body, model.n_motor, dtype=dtype)
+        control = Control.zeros(model.n_body, model.n_motor, dtype=state.pos.dtype)
     _check_control(model, control)
     solver = model.solver
-    check_solver(solver, model.contact.normal, model.contact.friction)
-    args = (model, state, dynamics.prepare(model, state, control))
-    u_prev = dynamics.join_velocity(state.vel, state.ang_vel)  # warm start (Newton)
+    solver.check(model)
+    args = (model, terms.prepare(model, state, control))
     with jax.named_scope("solve"):
-        if solver.ad == "unrolled":
-            u, stats = solver.solve(dynamics.PROBLEM, u_prev, args)
-        else:
-            u, stats = solver.solve(dynamics.PROBLEM, jax.lax.stop_gradient(u_prev),
-                                    jax.lax.stop_gradient(args))
-            linear = (MatrixFree(_preconditioner, early_exit=early_exit(solver))
-                      if matrix_free_adjoint(solver, u.shape[0]) else None)
-            u = implicit_solution(dynamics.residual, u, args, solver.ad, linear)
-    new_state = dynamics.advance(model, state, u)
-    cand = args[2].candidates
-    gap = jax.lax.stop_gradient(contact_frame(model, cand, new_state.pos, new_state.quat).gap)
+        u, stats = solver.gradients.solve(solver, terms.PROBLEM, dofs.velocity(state), args)
+    gap = jax.lax.stop_gradient(terms.contact_gaps(u, args))
     info = StepInfo(
         residual=stats["residual"], iterations=stats["iterations"],
         converged=stats["converged"], result=stats["result"],
         active_contacts=jnp.sum(gap < 0.0).astype(jnp.int32),
         max_penetration=jnp.max(jnp.maximum(-gap, 0.0), initial=0.0),
-        overflow=cand.overflow)
-    return new_state, info
+        overflow=args[1].overflow, tolerance=stats["tolerance"])
+    return advance(model, state, u), info
 
 
 def rollout(model: Model, state: State, controls: Control | None = None, *, steps=None,

@@ -1,15 +1,15 @@
 """Pytrees of the simulator: Model, State, Control, StepInfo and their parts.
 
 Array fields are pytree leaves: they may be traced, batched with `vmap` and differentiated.
-Fields declared with `static` are structure (counts, shape kinds, contact tables, laws and
-solver settings): they are hashed into the compiled program, so changing one recompiles and
-changing a leaf's value never does. Shapes use N bodies, P planes, K contact candidates.
+Fields declared with `static` are structure (counts, shape kinds, the terms of the step, laws
+and solver settings): they are hashed into the compiled program, so changing one recompiles
+and changing a leaf's value never does. Shapes use N bodies, P particles, J joints.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -134,58 +134,14 @@ class Plane:
     damping: Array
 
 
-class WorldGroup(NamedTuple):
-    """Contact candidates of bodies of one shape against static planes or obstacles.
-
-    Candidate g is body `body[g]` against plane or obstacle `index[g]`; each contributes one
-    contact row per contact point of the shape (`geometry.proxy_count`).
-    """
-
-    shape: int
-    target: str          # "plane" | "obstacle"
-    body: tuple
-    index: tuple
-
-
-class PairGroup(NamedTuple):
-    """Contact candidates between bodies of shapes (shape_a, shape_b), shape_a <= shape_b.
-
-    With `pairs` given, those pairs are the candidates, always (brute force); with
-    `pairs = ()` a broad phase fills `capacity` slots at the start of every step.
-    """
-
-    shape_a: int
-    shape_b: int
-    pairs: tuple
-    capacity: int
-
-
-@struct.dataclass
-class ContactTable:
-    """Static structure of the contact candidates, decided once by the `Scene` builder.
-
-    Attributes:
-      world:    tuple of `WorldGroup`: body-plane and body-obstacle candidates.
-      pairs:    tuple of `PairGroup`: body-body candidates per pair of shapes.
-      excluded: sorted tuple of keys a * N + b (a < b) of body pairs that never collide
-                (jointed neighbours), used by the broad phase.
-      broad_phase: a `jc.BroadPhase` when some pair group is filled by the broad phase.
-    """
-
-    world: tuple = static(default=())
-    pairs: tuple = static(default=())
-    excluded: tuple = static(default=())
-    broad_phase: Any = static(default=None)
-
-
 @struct.dataclass
 class Spring:
     """Distance springs between two bodies, or a body and a world anchor (thesis Eq. 111).
 
     U = k/2 C², C = |p_a - p_b| - L, with p_a = x_a + R_a a_a the attachment point on body a
     and p_b the one on body b (a world point for body -1). In compliance form (thesis Eq. 117,
-    used by the `Dual` solver) this is the constraint C + λ/k = 0. A zero rest length makes a
-    soft ball joint.
+    used by the `Dual` solver) its rows are e = Δ - L Δ/|Δ| (`models/springs.py`). A zero rest
+    length makes a soft ball joint.
 
     Attributes:
       anchor_a:    (S, 3) attachment point in body a's frame, m.
@@ -294,6 +250,51 @@ class Motor:
 
 
 @struct.dataclass
+class Particle:
+    """Particles: 3-DOF point masses that collide as balls of their radius.
+
+    Attributes:
+      mass:      (P,) kg.
+      radius:    (P,) m (0: a point).
+      friction, stiffness, damping: (P,) surface parameters, as in `Geom`.
+    """
+
+    mass: Array
+    radius: Array
+    friction: Array
+    stiffness: Array
+    damping: Array
+
+    @property
+    def size(self) -> int:
+        return self.mass.shape[-1]
+
+
+@struct.dataclass
+class Attachment:
+    """Particles tied to points fixed in bodies, or to world points (body -1).
+
+    U = k/2 |x_p - p_b|² and the dissipation Δt c/2 |v_p - v_b(p_b)|² (`models/springs.py`).
+
+    Attributes:
+      anchor:    (A, 3) the point in the body's frame (world coordinates for body -1), m.
+      stiffness: (A,) k, N/m.
+      damping:   (A,) c, N s/m.
+      particle, body: static tuples (A,) of indices.
+    """
+
+    anchor: Array
+    stiffness: Array
+    damping: Array
+    particle: tuple = static(default=())
+    body: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.particle)
+
+
+@struct.dataclass
 class ContactParams:
     """Contact and friction laws (DESIGN.md section 4) and their global parameters.
 
@@ -319,10 +320,13 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact, spring, joint, motor, mesh, obstacle: see their classes.
+      body, geom, plane, contact, spring, joint, motor, mesh, obstacle, particle,
+      attachment: see their classes.
+      energy:   tuple, `model.energy[t]`: the parameters of user term t (`Scene.add_energy`),
+                leaves with a leading axis of its element count.
       gravity:  (3,) m/s².
       dt:       ()   time step, s.
-      table:    static contact-candidate table.
+      terms:    static tuple of the step's terms (`jaxcontact.terms`), decided by the builder.
       solver:   static solver settings (e.g. `jc.Newton(...)`).
     """
 
@@ -335,14 +339,22 @@ class Model:
     motor: Motor
     mesh: Mesh
     obstacle: Obstacle
+    particle: Particle
+    attachment: Attachment
+    energy: tuple
     gravity: Array
     dt: Array
-    table: ContactTable = static()
+    terms: tuple = static()
     solver: Any = static()
 
     @property
     def n_body(self) -> int:
         return len(self.geom.shape)
+
+    @property
+    def n_particle(self) -> int:
+        """P, the number of particles."""
+        return self.particle.mass.shape[-1]
 
     @property
     def n_motor(self) -> int:
@@ -352,14 +364,16 @@ class Model:
 
 @struct.dataclass
 class State:
-    """Dynamic state of the bodies (world frame).
+    """Dynamic state of the bodies and particles (world frame).
 
     Attributes:
-      pos:      (N, 3) centre of mass, m.
-      quat:     (N, 4) unit quaternion (w, x, y, z), body to world.
-      vel:      (N, 3) linear velocity, m/s.
-      ang_vel:  (N, 3) angular velocity in the world frame, rad/s.
-      time:     ()     s.
+      pos:          (N, 3) centre of mass, m.
+      quat:         (N, 4) unit quaternion (w, x, y, z), body to world.
+      vel:          (N, 3) linear velocity, m/s.
+      ang_vel:      (N, 3) angular velocity in the world frame, rad/s.
+      time:         ()     s.
+      particle_pos: (P, 3) particle positions, m.
+      particle_vel: (P, 3) particle velocities, m/s.
     """
 
     pos: Array
@@ -367,6 +381,8 @@ class State:
     vel: Array
     ang_vel: Array
     time: Array
+    particle_pos: Array
+    particle_vel: Array
 
 
 @struct.dataclass
@@ -419,6 +435,8 @@ class StepInfo:
       max_penetration: ()  largest penetration depth, m (0 if none).
       overflow:        ()  bool, the broad phase found more candidate pairs than its
                            buffer holds (some were dropped this step); see `jc.BroadPhase`.
+      tolerance:       ()  the tolerance the residual was held to, m/s: `tol`, raised where
+                           the step's rounding level is above it (`solvers.base`).
     """
 
     residual: Array
@@ -428,3 +446,4 @@ class StepInfo:
     active_contacts: Array
     max_penetration: Array
     overflow: Array
+    tolerance: Array

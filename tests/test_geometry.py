@@ -16,18 +16,29 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
+from jaxcontact import terms
 from jaxcontact.models import broad_phase as bp
-from jaxcontact.models.geometry import (_CORNERS, FAR, candidates, contact_frame,
-                                        segment_closest)
+from jaxcontact.models.contacts import contact_rows
+from jaxcontact.models.geometry import CORNERS, FAR, segment_closest
 
 G = 9.81
 
 
+# every contact row at a state, one program per scene structure (eager dispatch of the many
+# small vmapped operations costs far more than compiling them together)
+_contact_rows = jax.jit(contact_rows)
+
+
 def _frame(scene, **build):
     model, state = scene.build(dtype=jnp.float64, **build)
-    cand = candidates(model, state)
-    frame = contact_frame(model, cand, state.pos, state.quat)
-    return model, state, frame, cand
+    frame = _contact_rows(model, state)
+    return model, state, frame
+
+
+def _context(model, state):
+    """The step's per-step data (broad phase, candidate elements, overflow) at `state`."""
+    control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
+    return terms.prepare(model, state, control)
 
 
 def _rows_between(frame, a, b):
@@ -44,7 +55,7 @@ def test_box_on_box_corner_rows_measure_the_face_distance():
     scene = jc.Scene()
     scene.add_box(0.1, 1.0, (0.0, 0.0, 0.0), rounding=0.01)
     scene.add_box(0.1, 1.0, (0.0, 0.0, 0.2 - 1e-3), rounding=0.01)  # 1 mm overlap
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, normal, point = _rows_between(frame, 0, 1)
     assert gap.shape == (16,)  # 8 corners of each box against the other
     face = np.argsort(gap)[:8]  # the 4 + 4 corners of the two facing faces
@@ -62,7 +73,7 @@ def test_aligned_stack_corner_on_edge_is_found():
     scene = jc.Scene()
     scene.add_box(0.1, 1.0, (0.0, 0.0, 0.0))
     scene.add_box(0.1, 1.0, (0.0, 0.0, 0.2 - 2e-4))
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, normal, _ = _rows_between(frame, 0, 1)
     face = np.argsort(gap)[:8]
     np.testing.assert_allclose(gap[face], -2e-4, atol=1e-12)
@@ -79,7 +90,7 @@ def test_sphere_against_box_face_edge_and_corner():
         scene = jc.Scene()
         scene.add_sphere(r, 1.0, centre)
         scene.add_box(h, 1.0, (0.0, 0.0, 0.0), rounding=0.0)
-        _, _, frame, _ = _frame(scene)
+        _, _, frame = _frame(scene)
         gap, normal, _ = _rows_between(frame, 0, 1)
         n = np.asarray(expected_normal, float)
         np.testing.assert_allclose(gap, [expected_gap], atol=1e-12)
@@ -93,7 +104,7 @@ def test_rounded_box_is_a_minkowski_sum():
     scene = jc.Scene()
     scene.add_sphere(r, 1.0, centre)
     scene.add_box(h, 1.0, (0.0, 0.0, 0.0), rounding=rho)
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, _, _ = _rows_between(frame, 0, 1)
     np.testing.assert_allclose(gap, [np.linalg.norm(centre - (h - rho)) - rho - r], atol=1e-12)
 
@@ -105,7 +116,7 @@ def test_capsules_crossed_and_parallel():
     scene = jc.Scene()
     scene.add_capsule(r, 0.2, 1.0, (0.0, 0.0, 0.0), quat=half_turn_y)
     scene.add_capsule(r, 0.2, 1.0, (0.05, 0.07, 2 * r - 1e-3), quat=half_turn_x)  # crossed
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, normal, point = _rows_between(frame, 0, 1)
     np.testing.assert_allclose(gap, [-1e-3], atol=1e-12)
     np.testing.assert_allclose(normal[0], [0.0, 0.0, -1.0], atol=1e-12)
@@ -114,7 +125,7 @@ def test_capsules_crossed_and_parallel():
     scene = jc.Scene()
     scene.add_capsule(r, 0.2, 1.0, (0.0, 0.0, 0.0), quat=half_turn_y)
     scene.add_capsule(r, 0.1, 1.0, (0.2, 0.0, 2 * r), quat=half_turn_y)
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, _, point = _rows_between(frame, 0, 1)
     np.testing.assert_allclose(gap, [0.0], atol=1e-12)
     np.testing.assert_allclose(point[0][0], 0.15, atol=1e-12)
@@ -134,7 +145,7 @@ def test_crossed_box_edges_touch_at_the_common_perpendicular():
     scene.add_box(h, 1.0, (0.0, 0.0, 0.0), quat=_turn((0, 1, 0), math.pi / 4), rounding=rho)
     scene.add_box(h, 1.0, (0.01, -0.02, 2 * reach - 1e-3), quat=_turn((1, 0, 0), math.pi / 4),
                   rounding=rho)
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, normal, point = _rows_between(frame, 0, 1)
     assert gap.shape == (17,)                       # 16 corner rows + the edge row
     edge = np.argmin(gap)
@@ -159,9 +170,9 @@ def _segment_distances(p0, p1, q0, q1):
 
 def _box_features(centre, rot, half):
     """World corners (8, 3) and edges (12, 2, 3) of a box (a segment if half has zeros)."""
-    corners = centre + (_CORNERS * half) @ rot.T
+    corners = centre + (CORNERS * half) @ rot.T
     edges = [(corners[i], corners[j]) for i, j in itertools.combinations(range(8), 2)
-             if np.sum(_CORNERS[i] != _CORNERS[j]) == 1]
+             if np.sum(CORNERS[i] != CORNERS[j]) == 1]
     return corners, np.asarray(edges)
 
 
@@ -199,8 +210,7 @@ def test_rows_find_the_distance_of_separated_boxes_and_capsules(other):
 
     @jax.jit
     def frame_at(pos, quat):                   # one program for every pose
-        return contact_frame(model, candidates(model, state.replace(pos=pos, quat=quat)),
-                             pos, quat)
+        return contact_rows(model, state.replace(pos=pos, quat=quat))
 
     core_a = half_a - rho_a
     checked = edge_hits = 0
@@ -253,7 +263,7 @@ def test_capsule_mesh_and_obstacle_against_planes():
                       quat=(math.cos(tilt / 2), math.sin(tilt / 2), 0.0, 0.0))
     tetra = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0], [0.0, 0.3, 0.0], [0.0, 0.0, 0.3]])
     scene.add_mesh(tetra, 1.0, (2.0, 0.0, 0.01))
-    model, _, frame, _ = _frame(scene)
+    model, _, frame = _frame(scene)
     gap, _, _ = _rows_between(frame, 0, -1)
     ends = 0.5 + np.array([-1, 1]) * 0.2 * math.cos(tilt) - 0.05
     np.testing.assert_allclose(np.sort(gap), np.sort(ends), atol=1e-12)
@@ -273,7 +283,7 @@ def test_sphere_against_heightfield_obstacle():
     scene = jc.Scene()
     scene.add_obstacle(_flat_terrain(0.1))
     scene.add_sphere(0.05, 1.0, (0.1, 0.2, 0.16))
-    _, _, frame, _ = _frame(scene)
+    _, _, frame = _frame(scene)
     gap, normal, _ = _rows_between(frame, 0, -1)
     np.testing.assert_allclose(gap, [0.01], atol=1e-9)
     np.testing.assert_allclose(normal, [[0.0, 0.0, 1.0]], atol=1e-9)
@@ -396,17 +406,37 @@ def test_sweep_finds_exactly_the_overlapping_pairs(seed):
     assert bool(small)
 
 
+def _candidates(model, state):
+    """What the broad phase and pairing decide at the start of a step: each contact
+    element's bodies and particles, its rows' use flags, the frozen edge pairings, and the
+    overflow flag."""
+    ctx = _context(model, state)
+    out = {"overflow": ctx.overflow, "bodies": [], "particles": [], "edges": []}
+    used = []
+    for term, el in zip(model.terms, ctx.elements):
+        if term.reports_gaps:
+            out["bodies"].append(el.bodies), out["particles"].append(el.particles)
+            used.append(el.params["used"].reshape(-1))
+            out["edges"] += [el.params[k] for k in ("edge", "edge_sign") if k in el.params]
+    out["used"] = jnp.concatenate(used)
+    return out
+
+
 def test_broad_phase_is_vmappable(pile):
     # a batch of poses through vmap gives each pose's own candidates, slots and edge pairings
     model, state = pile.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode="sweep"))
     rng = np.random.default_rng(4)
     pos = state.pos[None] + jnp.asarray(rng.uniform(-0.02, 0.02, size=(3,) + state.pos.shape))
-    batch = jax.vmap(lambda p: candidates(model, state.replace(pos=p)))(pos)
+
+    def at(p):
+        return _candidates(model, state.replace(pos=p))
+
+    # one program: the batch through vmap, and each pose on its own (a loop, not batched)
+    batch, each = jax.jit(lambda p: (jax.vmap(at)(p), jax.lax.map(at, p)))(pos)
     for k in range(3):
-        one = candidates(model, state.replace(pos=pos[k]))
-        for got, want in zip(jax.tree.leaves(batch), jax.tree.leaves(one)):
-            np.testing.assert_array_equal(np.asarray(got)[k], np.asarray(want))
-    assert int(np.asarray(batch.used).sum(axis=1).min()) > 0
+        for got, want in zip(jax.tree.leaves(batch), jax.tree.leaves(each)):
+            np.testing.assert_array_equal(np.asarray(got)[k], np.asarray(want)[k])
+    assert int(np.asarray(batch["used"]).sum(axis=1).min()) > 0
 
 
 @pytest.fixture(scope="module")
@@ -430,7 +460,7 @@ def test_broad_phase_pile_equals_all_pairs(pile):
     for mode in ("all_pairs", "sweep"):
         model, state = pile.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode=mode))
         runs[mode] = jc.rollout(model, state, steps=25, return_info=True)
-        assert (model.table.broad_phase is None) == (mode == "all_pairs")
+        assert (not any(t.stages for t in model.terms)) == (mode == "all_pairs")
     (fa, _, ia), (fs, _, is_) = runs["all_pairs"], runs["sweep"]
     assert not bool(jnp.any(is_.overflow))
     assert int(jnp.max(ia.active_contacts)) > 10  # the pile does touch
@@ -438,12 +468,15 @@ def test_broad_phase_pile_equals_all_pairs(pile):
     np.testing.assert_array_equal(np.asarray(is_.active_contacts), np.asarray(ia.active_contacts))
 
 
+_overflow = jax.jit(lambda model, state: _context(model, state).overflow)
+
+
 def test_broad_phase_capacity_overflow_is_reported(pile):
     # `step` copies this flag into StepInfo.overflow (false in the run above)
     for capacity, dropped in ((1, True), (40, False)):
         model, state = pile.build(dtype=jnp.float64,
                                   broad_phase=jc.BroadPhase(mode="sweep", capacity=capacity))
-        assert bool(candidates(model, state).overflow) == dropped
+        assert bool(_overflow(model, state)) == dropped
 
 
 # --- gradients at the edge of contact -------------------------------------------------------
@@ -495,20 +528,24 @@ def test_touching_kinematics_have_finite_derivatives():
     scene.add_capsule(0.05, 0.2, 1.0, (2.0, 0.0, 0.5))
     scene.add_sphere(0.05, 1.0, (0.1 + 0.05 / math.sqrt(2), 0.0, -0.1 - 0.05 / math.sqrt(2)))
     model, state = scene.build(dtype=jnp.float64)
-    cand = candidates(model, state)
 
     def frame(pos, quat):
-        f = contact_frame(model, cand, pos, quat)
+        f = contact_rows(model, state.replace(pos=pos, quat=quat))
         return f.gap, f.normal, f.point
 
-    values = frame(state.pos, state.quat)
-    assert float(jnp.min(values[0])) == pytest.approx(0.0, abs=1e-12)  # they do touch
-    crossed, _, _ = _rows_between(contact_frame(model, cand, state.pos, state.quat), 2, 3)
+    @jax.jit   # one program for the rows and both derivatives
+    def derivatives(pos, quat):
+        jacs = jax.jacfwd(frame, argnums=(0, 1))(pos, quat)
+        hess = jax.hessian(lambda p: jnp.sum(frame(p, quat)[0] ** 2))(pos)
+        return contact_rows(model, state.replace(pos=pos, quat=quat)), jacs, hess
+
+    rows, jacs, hess = derivatives(state.pos, state.quat)
+    assert float(jnp.min(rows.gap)) == pytest.approx(0.0, abs=1e-12)  # they do touch
+    crossed, _, _ = _rows_between(rows, 2, 3)
     assert crossed.min() == pytest.approx(0.0, abs=1e-12)               # at the edge row
-    for jac in jax.jacfwd(frame, argnums=(0, 1))(state.pos, state.quat):
+    for jac in jacs:
         for block in jac:
             assert bool(jnp.all(jnp.isfinite(block)))
-    hess = jax.hessian(lambda p: jnp.sum(frame(p, state.quat)[0] ** 2))(state.pos)
     assert bool(jnp.all(jnp.isfinite(hess)))
 
 

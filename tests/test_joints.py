@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-from jaxcontact import dynamics
+from jaxcontact import terms
 from jaxcontact.math import quat_rotate, quat_to_mat
-from jaxcontact.problem import Rows
-from jaxcontact.solvers import blocks
+from jaxcontact.problem import RowBlock
 from jaxcontact.solvers.dual import project
 
 G = 9.81
@@ -389,19 +388,24 @@ def arm_solution(arm):
                           ang_vel=jnp.asarray([[0.0, 0.7, 0.0], [0.0, 1.2, 0.0], [0.3, 0.0, 0.5]]))
     control = jc.Control(force=jnp.zeros((3, 3)), torque=jnp.zeros((3, 3)),
                          motor=jnp.asarray([0.3, -0.4]))
-    args = (model, state, dynamics.prepare(model, state, control))
+    args = (model, terms.prepare(model, state, control))
     u, stats = _solve(model.solver, args)
     assert bool(stats["converged"])
     return model, args, u
 
 
+def _flat(values):
+    return jnp.concatenate([v.reshape(-1) for v in values])
+
+
 @jax.jit
 def _rows(u, args):
-    return dynamics.rows(u, args), jax.jacfwd(lambda x: dynamics.rows(x, args).error)(u)
+    return terms.rows(u, args), jax.jacfwd(lambda x: _flat(rb.error for rb in
+                                                            terms.rows(x, args)))(u)
 
 
 def _solve(solver, args):
-    return jax.jit(lambda a: solver.solve(dynamics.PROBLEM, dynamics.free_flight(a), a))(args)
+    return jax.jit(lambda a: solver.solve(terms.PROBLEM, terms.free_flight(a), a))(args)
 
 
 @pytest.mark.slow  # compile-heavy; the exact-rows test below checks the same rows in CI
@@ -417,48 +421,86 @@ def test_first_order_solvers_reach_the_newton_step(solver, arm_solution):
 
 
 def _assemble(rows, n):
-    g = np.zeros((len(rows.body_a), 6 * n))
-    for j, (a, b) in enumerate(zip(rows.body_a, rows.body_b)):
-        g[j, 6 * a:6 * a + 6] += np.asarray(rows.jac_a[j])
-        if b >= 0:
-            g[j, 6 * b:6 * b + 6] += np.asarray(rows.jac_b[j])
-    return g
+    """The rows' Jacobians scattered into one dense (R, n) matrix G (world columns dropped)."""
+    out = []
+    for rb in rows:
+        jac, index = np.asarray(rb.flat_jac()), np.asarray(rb.index)
+        g = np.zeros(jac.shape[:2] + (n + 1,))
+        for e in range(jac.shape[0]):
+            for k, column in enumerate(index[e]):
+                g[e, :, column] += jac[e, :, k]
+        out.append(g[:, :, :n].reshape(-1, n))
+    return np.concatenate(out)
+
+
+# the arm's blocks of rows, in order: (term, kind, shape of the errors)
+_ARM_ROWS = (
+    # one box-box pair, link 1 - weight (far, untouching), 17 rows: 16 corner rows and an
+    # unused edge-edge row (jointed neighbours do not collide): normal | damping | friction
+    ("contact box-box", "unilateral", (1, 17)), ("contact box-box", "bilateral", (1, 17)),
+    ("contact box-box", "disc", (1, 17, 2)),
+    # two hinges: anchor (3) | axis (3) | damping of the spin about the axis (1)
+    ("hinge joint", "bilateral", (2, 3)), ("hinge joint", "bilateral", (2, 3)),
+    ("hinge joint", "bilateral", (2, 1)),
+    # the cable: one-sided stretch | damping while taut
+    ("distance joint", "unilateral", (1, 1)), ("distance joint", "bilateral", (1, 1)),
+    # two motors: reference directions (3) | damping (1)
+    ("motor", "bilateral", (2, 3)), ("motor", "bilateral", (2, 1)),
+    # the limit of hinge 1: lower | upper
+    ("hinge limit", "unilateral", (1, 2)),
+)
+_ARM_DAMPING = (5, 7, 9)       # velocity rows ẋ = G u, G frozen at the start of the step
 
 
 def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     model, args, u = arm_solution
     rows, dense = _rows(u, args)
     n = model.n_body
-    # layout: 17 contact rows (the far, untouching pair link 1 - weight, 16 corner rows and an
-    # unused edge-edge row: jointed neighbours do not collide) x 4 blocks, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor rows;
-    # damping: hinge 2, cable 1, motor 2; one-sided: cable, lower, upper
-    assert rows.n_contact == 17 and rows.n_unilateral == 3
-    c = 4 * rows.n_contact
-    assert bool(jnp.all(rows.error[:17] > 0.1))
-    assert rows.error.shape == (c + 18 + 5 + 3,)
-    lam = project(rows, -rows.stiffness * rows.error)
-    impulse = blocks.transpose_apply(rows, lam, n).reshape(-1)
-    mass = dynamics.mass_matrix(args)
-    momentum = jnp.einsum("nij,nj->ni", mass,
-                          (u - dynamics.free_flight(args)).reshape(-1, 6)).reshape(-1)
+    # layout: 17 contact rows x 4, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor
+    # rows; damping: hinge 2, cable 1, motor 2; one-sided: cable, lower, upper
+    assert tuple((rb.term, rb.kind, rb.error.shape) for rb in rows) == _ARM_ROWS
+    assert rows[0].error.shape[1] == 17
+    assert sum(rb.error.size for rb in rows if rb.kind == "unilateral"
+               and not rb.term.startswith("contact")) == 3
+    c = 4 * 17
+    assert bool(jnp.all(rows[0].error > 0.1))
+    error = _flat(rb.error for rb in rows)
+    assert error.shape == (c + 18 + 5 + 3,)
+    lam = tuple(-(rb.stiffness[..., None] if rb.pair else rb.stiffness) * rb.error
+                for rb in rows)
+    lam = project(rows, lam)
+    impulse = sum(rb.transpose_apply(l, 6 * n) for rb, l in zip(rows, lam))
+    momentum = terms.mass(args).apply(u - terms.free_flight(args))
     np.testing.assert_allclose(momentum, impulse, atol=1e-9)
     # Jacobians: position rows exactly; damping rows are G u with G frozen
-    assembled, dense = _assemble(rows, n)[c:], dense[c:]
-    position = np.r_[0:18, 23:26]
+    sizes = [rb.error.size for rb in rows]
+    offsets = np.cumsum([0] + sizes)
+    block = lambda i: np.arange(offsets[i], offsets[i + 1])  # noqa: E731
+    damping = np.concatenate([block(i) for i in _ARM_DAMPING])
+    position = np.concatenate([block(i) for i in range(3, len(rows)) if i not in _ARM_DAMPING])
+    assert (position.size, damping.size) == (18 + 3, 5)
+    assembled = _assemble(rows, 6 * n)
     np.testing.assert_allclose(assembled[position], dense[position], atol=1e-10)
-    np.testing.assert_allclose(assembled[18:23], dense[18:23], atol=1e-12)
-    np.testing.assert_allclose(assembled[18:23] @ np.asarray(u), rows.error[c + 18:c + 23],
-                               atol=1e-12)
+    np.testing.assert_allclose(assembled[damping], dense[damping], atol=1e-12)
+    np.testing.assert_allclose(assembled[damping] @ np.asarray(u), error[damping], atol=1e-12)
     # the lower limit is slack: no curvature; the pressed upper limit and cable have k
-    np.testing.assert_allclose(rows.curvature[c + 23:], [0.0, 500.0, 1e3])  # lower | upper | cable
+    np.testing.assert_allclose(jnp.concatenate([rows[10].curvature.reshape(-1),
+                                                rows[6].curvature.reshape(-1)]),
+                               [0.0, 500.0, 1e3])  # lower | upper | cable
 
 
 def test_dual_projection_clamps_one_sided_joint_rows():
-    r = Rows(jac_a=jnp.zeros((4, 6)), jac_b=jnp.zeros((4, 6)), error=jnp.zeros(4),
-             stiffness=jnp.ones(4), curvature=jnp.ones(4), cone=jnp.zeros(0),
-             body_a=(0,) * 4, body_b=(-1,) * 4, n_contact=0, n_unilateral=2)
-    out = project(r, jnp.asarray([-1.0, 2.0, -3.0, 4.0]))
-    np.testing.assert_allclose(out, [-1.0, 2.0, 0.0, 4.0])
+    def block(kind):
+        return RowBlock(error=jnp.zeros((1, 2)), jac=jnp.zeros((1, 2, 12)),
+                        stiffness=jnp.ones((1, 2)), curvature=jnp.ones((1, 2)),
+                        cone=jnp.zeros((1, 2)), index=jnp.zeros((1, 12), jnp.int32),
+                        blocks=jnp.asarray([[0, -1]], jnp.int32),
+                        slots=((0, 0, 6), (0, 6, 6)), kind=kind)
+
+    rows = (block("bilateral"), block("unilateral"))
+    out = project(rows, (jnp.asarray([[-1.0, 2.0]]), jnp.asarray([[-3.0, 4.0]])))
+    np.testing.assert_allclose(jnp.concatenate([o.reshape(-1) for o in out]),
+                               [-1.0, 2.0, 0.0, 4.0])
 
 
 # --- smoothness at zero error -------------------------------------------------------------------
@@ -476,9 +518,9 @@ def test_residual_jacobian_is_finite_where_every_joint_error_is_zero():
             s.add_motor(j, kp=1.0, kd=0.1)
     model, state = s.build()
     control = jc.Control.zeros(model.n_body, model.n_motor)
-    args = (model, state, dynamics.prepare(model, state, control))
+    args = (model, terms.prepare(model, state, control))
     u = jnp.zeros(6 * model.n_body)
-    jac = jax.jit(jax.jacfwd(dynamics.residual))(u, args)
+    jac = jax.jit(jax.jacfwd(terms.residual))(u, args)
     assert bool(jnp.all(jnp.isfinite(jac)))
 
 

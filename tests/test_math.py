@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from jaxcontact import math as jm
-from jaxcontact.solvers import linalg
+from jaxcontact import linalg
 
 # Closed forms evaluated in float64: a few ulps of quantities of size <= 1.
 _EXACT = 1e-15

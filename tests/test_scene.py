@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-from jaxcontact.models.geometry import candidates, n_rows, pair_parameters
+from jaxcontact.models.contacts import BodyPlane, contact_rows, n_rows
 from jaxcontact.types import Shape
 
 NAN, INF = float("nan"), float("inf")
@@ -272,10 +272,22 @@ def test_plane_normal_is_normalized(normal, expected):
     assert float(model.plane.offset[0]) == 0.5
 
 
+@jax.jit
+def _sides(model, state):
+    rows = contact_rows(model, state)
+    return rows.body_a, rows.body_b, rows.used
+
+
 def _rows(model, state):
-    """(body_a, body_b) of every contact row, with the plane of world rows."""
-    cand = candidates(model, state)
-    return np.asarray(cand.body_a), np.asarray(cand.body_b), np.asarray(cand.used)
+    """(body_a, body_b, used) of every contact row."""
+    return tuple(np.asarray(x) for x in _sides(model, state))
+
+
+@jax.jit
+def pair_parameters(model, state):
+    """Friction, stiffness and damping of every contact row."""
+    rows = contact_rows(model, state)
+    return rows.friction, rows.stiffness, rows.damping
 
 
 def test_contact_rows_of_each_shape_pair():
@@ -302,7 +314,7 @@ def test_contact_rows_of_each_shape_pair():
     # box-box: 8 corners of each side against the other box, and the edge-edge row
     assert pairs.count((1, 3)) == 17
     assert len(pairs) == 3 + 6 + 17
-    assert model.table.broad_phase is None  # 10 pairs: brute force
+    assert not any(t.stages for t in model.terms)  # 10 pairs: brute force, no sweep stage
 
 
 def test_no_collision_pairs_and_single_bodies():
@@ -324,7 +336,7 @@ def test_pair_parameters_equal_values_give_that_value():
     scene.add_box(0.1, 1.0, (2.0, 0.0, 1.0))
     model, state = scene.build(dtype=jnp.float64)
     friction, stiffness, damping = (np.asarray(x) for x in
-                                    pair_parameters(model, candidates(model, state)))
+                                    pair_parameters(model, state))
     k = n_rows(model)
     assert k == 2 * (1 + 1 + 8) + 1 + 2
     np.testing.assert_allclose(friction, np.full(k, 0.7), rtol=_RTOL)
@@ -336,15 +348,16 @@ def test_pair_parameters_combination_rules():
     scene, _, _ = _mixed_scene()
     model, state = scene.build(dtype=jnp.float64)
     friction, stiffness, damping = (np.asarray(x) for x in
-                                    pair_parameters(model, candidates(model, state)))
+                                    pair_parameters(model, state))
     geom = {k: np.asarray(getattr(model.geom, k)) for k in ("friction", "stiffness", "damping")}
     plane = {k: np.asarray(getattr(model.plane, k)) for k in ("friction", "stiffness", "damping")}
     body_a, body_b, _ = _rows(model, state)
     # world rows come plane by plane (body-major within a plane) in each shape's group
     plane_of = []
-    for group in model.table.world:
-        per = 1 if group.shape == Shape.SPHERE else 8
-        plane_of += [p for p in group.index for _ in range(per)]
+    for term in model.terms:
+        if isinstance(term, BodyPlane):
+            per = 1 if term.shape == Shape.SPHERE else 8
+            plane_of += [p for p in term.planes for _ in range(per)]
     sides = [(geom, a, plane, p) for a, p in zip(body_a, plane_of)]
     sides += [(geom, a, geom, b) for a, b in zip(body_a[len(plane_of):], body_b[len(plane_of):])]
     assert len(sides) == len(friction)
@@ -374,7 +387,7 @@ def test_model_and_state_leaves_have_requested_dtype(dtype):
     assert model.contact.normal == "smooth" and model.contact.friction == "tanh"
     assert model.solver == jc.Newton(iterations=3)
     # pair parameters computed from the model keep its dtype
-    assert all(x.dtype == dtype for x in pair_parameters(model, candidates(model, state)))
+    assert all(x.dtype == dtype for x in pair_parameters(model, state))
 
 
 def test_default_dtype_follows_jax_default():
@@ -396,3 +409,24 @@ def test_step_rejects_control_of_wrong_shape(field, shape):
     control = jc.Control.zeros(1).replace(**{field: jnp.zeros(shape)})
     msg = _raises_naming(field, jc.step, model, state, control)
     assert str(shape) in msg and "(1, 3)" in msg, msg
+
+
+@pytest.mark.parametrize("kind", ["ball", "hinge", "slider", "fixed", "distance"])
+def test_world_on_either_side_builds_the_same_joint(kind):
+    """DESIGN.md section 3: add_joint(kind, -1, b) and add_joint(kind, b, -1) are the same
+    joint, with the same coordinate (θ, s), so limits and motor targets mean the same."""
+    models = []
+    for order in ((-1, 0), (0, -1)):
+        scene = jc.Scene()
+        quat = np.array([0.9, 0.1, 0.3, 0.2])
+        scene.add_box(0.05, 1.0, pos=(0.2, 0.0, 1.0), quat=tuple(quat / np.linalg.norm(quat)))
+        limit = (-1.0, 0.5) if kind in ("hinge", "slider") else None
+        scene.add_joint(kind, *order, anchor=(0.0, 0.0, 1.0), axis=(0.0, 1.0, 1.0),
+                        stiffness=1e4, limit=limit)
+        models.append(scene.build()[0].joint)
+    a, b = models
+    assert a.body_a == b.body_a == (0,) and a.body_b == b.body_b == (-1,)
+    for name in ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a", "ref_b", "lower",
+                 "upper", "rest_length"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, name)),
+                                      np.asarray(getattr(b, name)), err_msg=name)

@@ -14,7 +14,8 @@ import pytest
 import jaxcontact as jc
 from jaxcontact import scenes
 from jaxcontact.math import quat_rotate
-from jaxcontact.models import geometry
+from jaxcontact.models import contacts
+from jaxcontact.models.broad_phase import Sweep
 
 G = 9.81
 
@@ -24,10 +25,19 @@ def _rollout(model, state, steps):
     return jc.rollout(model, state, steps=steps, return_info=True)
 
 
+_WORLD = (contacts.BodyPlane, contacts.BodyObstacle, contacts.ParticlePlane,
+          contacts.ParticleObstacle)
+
+
 def _rows_by_pairing(model):
-    """Contact rows against the world and between bodies."""
-    world = sum(geometry.proxy_count(model, g.shape) * len(g.body) for g in model.table.world)
-    return world, geometry.n_rows(model) - world
+    """Contact rows against the world and between bodies (static: elements x rows each)."""
+    world = sum(t.count * t.rows_per_element for t in model.terms if isinstance(t, _WORLD))
+    return world, contacts.n_rows(model) - world
+
+
+def _uses_sweep(model):
+    """Some contact term takes its candidates from the sort-and-sweep broad phase."""
+    return any(isinstance(s, Sweep) for t in model.terms for s in t.stages)
 
 
 # --- counts --------------------------------------------------------------------------------------
@@ -74,7 +84,7 @@ def test_sphere_pile_counts_and_layout(shape, per_object, per_pair, per_body):
     model, state = scene.build()
     info = scene.info
     assert model.n_body == 20 and model.plane.offset.shape == (5,)
-    assert model.table.broad_phase is not None                 # 190 pairs > 128: sort and sweep
+    assert _uses_sweep(model)                                  # 190 pairs > 128: sort and sweep
     # BroadPhase default: 6 (13) pairs per body, at most the 190 pairs there are
     capacity = min(per_body * 20, 190)
     assert _rows_by_pairing(model) == (20 * 5 * per_object, capacity * per_pair)
@@ -90,7 +100,7 @@ def test_contact_point_cube_counts(n):
     model, _ = scene.build()
     points = n ** 3 - (n - 2) ** 3                             # the cube's surface grid
     assert scene.info["points"] == points == model.mesh.count[0]
-    assert geometry.n_rows(model) == points
+    assert contacts.n_rows(model) == points
     np.testing.assert_allclose(model.geom.stiffness, [1e4 / n ** 2])
     np.testing.assert_allclose(model.plane.stiffness, [1e4 / n ** 2])
     np.testing.assert_allclose(model.geom.damping, [40.0 / n ** 2])
@@ -126,8 +136,7 @@ def test_box_stack_rests_at_closed_form_penetrations():
     measured = np.r_[half - z[0], 2 * half - np.diff(z)]
     np.testing.assert_allclose(measured, scenes.stack_rest_penetrations(n, mass, k), rtol=1e-4)
     # the rows in contact: 4 against the ground, 8 per box-box face contact
-    frame = geometry.contact_frame(model, geometry.candidates(model, final), final.pos,
-                                   final.quat)
+    frame = contacts.contact_rows(model, final)
     assert int(jnp.sum(frame.gap < 0)) == 4 + 8 * (n - 1)
     assert int(info.active_contacts[-1]) == 4 + 8 * (n - 1)
 
@@ -142,7 +151,7 @@ def test_sphere_pile_settles_inside_the_bin():
     scene = scenes.sphere_pile(12, seed=1)
     model, state = scene.build(contact=jc.Contact(friction="pseudo_huber"),
                                broad_phase=jc.BroadPhase(mode="sweep"))
-    assert model.table.broad_phase is not None
+    assert _uses_sweep(model)
     final, _, info = _rollout(model, state, 200)
     r, half = 0.05, scene.info["bin_half"]
     assert not bool(jnp.any(info.overflow))
@@ -171,9 +180,8 @@ def test_contact_point_cube_static_force_balance(n, scale):
     if scale:
         np.testing.assert_allclose(depth, mass * G / k0, rtol=1e-12)
     pos = state.pos.at[0, 2].set(0.1 - depth)
-    cand = geometry.candidates(model, state.replace(pos=pos))
-    frame = geometry.contact_frame(model, cand, pos, state.quat)
-    _, stiffness, _ = geometry.pair_parameters(model, cand)
+    frame = contacts.contact_rows(model, state.replace(pos=pos))
+    stiffness = frame.stiffness
     np.testing.assert_allclose(stiffness, k, rtol=1e-12)       # harmonic of equal values
     force = jnp.sum(stiffness * jnp.maximum(-frame.gap, 0.0) * frame.normal[:, 2])
     np.testing.assert_allclose(force, mass * G, rtol=1e-9)
@@ -197,7 +205,7 @@ def test_legged_robot_structure_and_trot():
     model, state = scene.build()
     info = scene.info
     assert model.n_body == 9 and model.n_motor == 8
-    assert model.table.pairs == ()  # no self-collision: only the feet meet the ground
+    assert not any(isinstance(t, contacts.BodyPair) for t in model.terms)  # no self-collision: only the feet meet the ground
     # standing straight: the shank tips touch the ground, the torso sits on the hips
     tips = state.pos[np.asarray(info["shanks"]), 2] - model.geom.size[np.asarray(info["shanks"]),
                                                                          1] \

@@ -3,7 +3,8 @@
 - the constraint rows are an exact view of the primal problem (stationarity and Jacobians),
 - every solver converges to the dense-Newton solution, and gives the same implicit gradient,
 - an unconverged fixed-iteration solve says so in its StepInfo,
-- the building blocks (Krylov solves, blocks, projection) against their definitions.
+- the Gauss-Newton blocks and Dual's projection against their definitions (the Krylov
+  solves: test_linear.py).
 """
 
 import jax
@@ -12,9 +13,8 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-from jaxcontact import dynamics
-from jaxcontact.solvers import base, blocks, krylov
-from jaxcontact.problem import Rows
+from jaxcontact import dofs, terms
+from jaxcontact.problem import RowBlock
 from jaxcontact.solvers.dual import project
 
 STEPS = 20
@@ -49,9 +49,15 @@ def _rollout(model, state):
 
 
 @pytest.fixture(scope="module")
-def reference():
+def newton_run():
     model, state = _scene(SOLVERS["newton"])
     final, traj, info = _rollout(model, state)
+    return model, final, traj, info
+
+
+@pytest.fixture(scope="module")
+def reference(newton_run):
+    _, final, _, info = newton_run
     assert bool(jnp.all(info.converged))
     return final
 
@@ -111,9 +117,9 @@ def test_matrix_free_adjoint_matches_the_dense_one(ad, early_exit, reference_gra
 
 @pytest.mark.parametrize("solver", [jc.Newton, jc.Descent, jc.Dual])
 def test_only_unrolled_solves_keep_their_scans_under_early_exit(solver):
-    assert base.early_exit(solver(early_exit=True))
-    assert not base.early_exit(solver(early_exit=True, ad="unrolled"))
-    assert not base.early_exit(solver())
+    assert solver(early_exit=True).loops_exit_early
+    assert not solver(early_exit=True, ad="unrolled").loops_exit_early
+    assert not solver().loops_exit_early
 
 
 @pytest.mark.slow
@@ -154,144 +160,135 @@ def test_unconverged_descent_is_reported_and_its_gradient_differs(reference_grad
 
 # --- the rows are an exact view of the primal problem ------------------------------------
 
+def _flat(values):
+    return jnp.concatenate([v.reshape(-1) for v in values])
+
+
+@jax.jit
+def _views(model, state, u):
+    """The step from `state` at its solution u, seen as rows and as the primal problem."""
+    args = (model, terms.prepare(model, state, jc.Control.zeros(model.n_body)))
+    return {"args": args, "rows": terms.rows(u, args),
+            "jacobian": jax.jacfwd(lambda x: _flat(rb.error for rb in terms.rows(x, args)))(u),
+            "gradient": terms.gradient(u, args), "free_flight": terms.free_flight(args),
+            "gauss_newton": terms.gauss_newton(u, args).block_diagonal()}
+
+
 @pytest.fixture(scope="module")
-def solved_step():
-    model, state = _scene(jc.Newton())
-    for _ in range(8):  # into contact: the box lands, the ball slides
-        state, _ = jax.jit(jc.step)(model, state)
-    args = (model, state, dynamics.prepare(model, state, jc.Control.zeros(model.n_body)))
-    u, stats = model.solver.solve(dynamics.PROBLEM, dynamics.join_velocity(state.vel,
-                                                                           state.ang_vel), args)
-    assert bool(stats["converged"])
-    return model, args, u
+def solved_step(newton_run):
+    # the 9th step of the Newton rollout: into contact, the box lands, the ball slides. Its
+    # solution u (the solver's answer from the velocities after 8 steps) is the velocity
+    # after it
+    model, _, traj, info = newton_run
+    assert bool(info.converged[8])
+    state, after = (jax.tree.map(lambda x: x[i], traj) for i in (7, 8))
+    u = dofs.velocity(after)
+    return model, u, _views(model, state, u)
+
+
+def _multipliers(rows):
+    """λ = Π(-s e) per block of rows (pairs share their row's stiffness)."""
+    lam = tuple(-(rb.stiffness[..., None] if rb.pair else rb.stiffness) * rb.error
+                for rb in rows)
+    return project(rows, lam)
+
+
+def _assemble(rows, n):
+    """The rows' Jacobians scattered into one dense (R, n) matrix G (world columns dropped)."""
+    out = []
+    for rb in rows:
+        jac, index = np.asarray(rb.flat_jac()), np.asarray(rb.index)
+        g = np.zeros(jac.shape[:2] + (n + 1,))
+        for e in range(jac.shape[0]):
+            for k, column in enumerate(index[e]):
+                g[e, :, column] += jac[e, :, k]
+        out.append(g[:, :, :n].reshape(-1, n))
+    return np.concatenate(out)
+
+
+def _contact_blocks(model, rows):
+    """Indices of the contact terms' blocks of rows: (normal, damping, friction pairs)."""
+    names = {t.name for t in model.terms if t.reports_gaps}
+    return [i for i, rb in enumerate(rows) if rb.term in names]
 
 
 def test_rows_stationarity_is_the_primal_residual(solved_step):
     # M (u - ũ) = Σ Gᵀ λ with λ = Π(-s e) at the primal solution (huber friction, linear law)
-    model, args, u = solved_step
-    rows = dynamics.rows(u, args)
-    assert int(jnp.sum(rows.error[:rows.n_contact] < 0)) >= 2, "scene must be in contact"
-    lam = project(rows, -rows.stiffness * rows.error)
-    impulse = blocks.transpose_apply(rows, lam, model.n_body).reshape(-1)
-    mass = dynamics.mass_matrix(args)
-    momentum = jnp.einsum("nij,nj->ni", mass,
-                          (u - dynamics.free_flight(args)).reshape(-1, 6)).reshape(-1)
+    model, u, view = solved_step
+    rows, args = view["rows"], view["args"]
+    normal = [rows[i] for i in _contact_blocks(model, rows) if rows[i].kind == "unilateral"]
+    assert int(sum(jnp.sum(rb.error < 0) for rb in normal)) >= 2, "scene must be in contact"
+    lam = _multipliers(rows)
+    n = u.shape[0]
+    impulse = sum(rb.transpose_apply(l, n) for rb, l in zip(rows, lam))
+    momentum = terms.mass(args).apply(u - view["free_flight"])
     np.testing.assert_allclose(momentum, impulse, atol=1e-9)
-    np.testing.assert_allclose(dynamics.gradient(u, args), momentum - impulse, atol=1e-9)
+    np.testing.assert_allclose(view["gradient"], momentum - impulse, atol=1e-9)
 
 
 def test_row_jacobians_match_autodiff_of_the_errors(solved_step):
-    model, args, u = solved_step
-    rows = dynamics.rows(u, args)
-    dense = jax.jacfwd(lambda x: dynamics.rows(x, args).error)(u)  # (R, 6N)
-    k = rows.n_contact
-    # position rows (gaps, springs) depend on u through q+(u); velocity rows are linear in u
-    # with the frame at u: compare the frame-frozen part through G u
+    model, u, view = solved_step
+    rows, dense = view["rows"], np.asarray(view["jacobian"])  # (R, 6N)
+    # position rows (gaps, springs) depend on u through q+(u); velocity rows (contact damping
+    # and friction) are linear in u with the frame at u: compare the frame-frozen part via G u
     n = model.n_body
-    assembled = np.zeros(dense.shape)
-    for j, (a, b) in enumerate(zip(rows.body_a, rows.body_b)):
-        assembled[j, 6 * a:6 * a + 6] += np.asarray(rows.jac_a[j])
-        if b >= 0:
-            assembled[j, 6 * b:6 * b + 6] += np.asarray(rows.jac_b[j])
-    position = np.r_[0:k, 4 * k:dense.shape[0]]
+    assembled = _assemble(rows, 6 * n)
+    contact = _contact_blocks(model, rows)
+    offsets = np.cumsum([0] + [rb.error.size for rb in rows])
+    velocity = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in contact
+                               if rows[i].kind != "unilateral"])
+    position = np.setdiff1d(np.arange(offsets[-1]), velocity)
     np.testing.assert_allclose(assembled[position], dense[position], atol=1e-10)
-    velocity = np.r_[k:4 * k]
     np.testing.assert_allclose(assembled[velocity] @ np.asarray(u),
-                               np.asarray(rows.error)[velocity], atol=1e-12)
-    assert assembled.shape == (4 * k + model.spring.size, 6 * n)
+                               np.asarray(_flat(rb.error for rb in rows))[velocity], atol=1e-12)
+    # K contact points with a normal, a damping and two friction rows each; the springs: one
+    # stretch row (rest length 0.1) and the three rows of the zero-length one
+    assert [rows[i].kind for i in contact] == ["unilateral", "bilateral", "disc"] * (
+        len(contact) // 3)
+    k = sum(rows[i].error.size for i in contact if rows[i].kind == "unilateral")
+    assert assembled.shape == (4 * k + 1 + 3, 6 * n)
 
 
 def test_gauss_newton_blocks_are_the_diagonal_of_the_assembled_hessian(solved_step):
-    model, args, u = solved_step
-    rows = dynamics.rows(u, args)
+    model, u, view = solved_step
+    rows = view["rows"]
     n = model.n_body
-    g = np.zeros((len(rows.body_a), 6 * n))
-    for j, (a, b) in enumerate(zip(rows.body_a, rows.body_b)):
-        g[j, 6 * a:6 * a + 6] += np.asarray(rows.jac_a[j])
-        if b >= 0:
-            g[j, 6 * b:6 * b + 6] += np.asarray(rows.jac_b[j])
-    mass = dynamics.mass_matrix(args)
-    dense = g.T @ (np.asarray(rows.curvature)[:, None] * g)
-    got = blocks.gauss_newton_blocks(rows, mass)
+    g = _assemble(rows, 6 * n)
+    curvature = np.asarray(_flat(rb.flat(rb.curvature) for rb in rows))
+    mass = terms.mass(view["args"]).blocks[0]
+    dense = g.T @ (curvature[:, None] * g)
+    got = view["gauss_newton"].blocks[0]
     for i in range(n):
         np.testing.assert_allclose(got[i], mass[i] + dense[6 * i:6 * i + 6, 6 * i:6 * i + 6],
                                    atol=1e-9)
 
 
-# --- building blocks ---------------------------------------------------------------------
+# --- projection -------------------------------------------------------------------------
 
-def _spd(n, seed, cond=1e4):
-    rng = np.random.default_rng(seed)
-    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
-    return jnp.asarray(q @ np.diag(np.geomspace(1.0, cond, n)) @ q.T), jnp.asarray(
-        rng.normal(size=n))
-
-
-@pytest.mark.parametrize("method", ["cg", "cr", "bicgstab"])
-def test_krylov_solves_spd_systems(method):
-    a, b = _spd(30, 0)
-    jacobi = 1.0 / jnp.diag(a)
-    x = krylov.SOLVERS[method](lambda v: a @ v, lambda v: jacobi * v, b, 200, rtol=1e-13)
-    np.testing.assert_allclose(a @ x, b, atol=1e-9)
-
-
-@pytest.mark.parametrize("method", ["cg", "cr", "bicgstab"])
-def test_krylov_early_exit_stops_at_the_tolerance_with_the_same_answer(method):
-    a, b = _spd(30, 0, cond=1e2)
-    calls = []
-
-    def matvec(v):
-        jax.debug.callback(lambda: calls.append(1))
-        return a @ v
-
-    def solve(early_exit):
-        calls.clear()
-        x = jax.jit(lambda b: krylov.SOLVERS[method](matvec, lambda v: v, b, 200, rtol=1e-8,
-                                                     early_exit=early_exit))(b)
-        return np.asarray(x), len(calls)
-
-    masked, masked_calls = solve(False)
-    stopped, stopped_calls = solve(True)
-    np.testing.assert_allclose(stopped, masked, rtol=1e-12, atol=1e-14)
-    assert np.linalg.norm(b - a @ stopped) <= 1e-8 * np.linalg.norm(b)
-    per_iteration = 2 if method == "bicgstab" else 1
-    assert masked_calls >= 200 * per_iteration
-    assert stopped_calls < masked_calls / 2
-
-
-def test_bicgstab_solves_non_symmetric_systems():
-    a, b = _spd(30, 2, cond=1e3)
-    a = a + 0.3 * jnp.asarray(np.random.default_rng(5).normal(size=(30, 30)))
-    x = krylov.bicgstab(lambda v: a @ v, lambda v: v, b, 200, rtol=1e-13)
-    np.testing.assert_allclose(a @ x, b, atol=1e-8)
-
-
-def test_conjugate_residual_is_monotone():
-    a, b = _spd(40, 1, cond=1e6)
-    norms = [float(jnp.linalg.norm(b - a @ krylov.cr(lambda v: a @ v, lambda v: v, b, k)))
-             for k in range(1, 25)]
-    assert all(n1 <= n0 * (1 + 1e-12) for n0, n1 in zip(norms, norms[1:]))
-    assert norms[-1] < 0.5 * norms[0]
-
-
-def test_krylov_stops_at_breakdown_without_nan():
-    a = -jnp.eye(4)  # negative curvature: CG must stop, not divide by it
-    x = krylov.cg(lambda v: a @ v, lambda v: v, jnp.ones(4), 10)
-    assert bool(jnp.all(jnp.isfinite(x)))
+def _row_block(error, stiffness, cone, kind, partner=-1, pair=False):
+    e = error.shape[0]
+    return RowBlock(error=error, jac=jnp.zeros(error.shape + (6,)), stiffness=stiffness,
+                    curvature=stiffness, cone=cone, index=jnp.zeros((e, 6), jnp.int32),
+                    blocks=jnp.zeros((e, 1), jnp.int32), slots=((0, 0, 6),), kind=kind,
+                    partner=partner, pair=pair)
 
 
 def test_dual_projection_onto_the_cone():
-    rows = Rows(jac_a=jnp.zeros((8, 6)), jac_b=jnp.zeros((8, 6)), error=jnp.zeros(8),
-                         stiffness=jnp.ones(8), curvature=jnp.ones(8),
-                         cone=jnp.asarray([0.5, 0.5]), body_a=(0,) * 8, body_b=(-1,) * 8,
-                         n_contact=2)
-    lam = jnp.asarray([2.0, -1.0, 7.0, -3.0, 3.0, 1.0, 4.0, 1.0])  # n | damping | t1 | t2
-    out = project(rows, lam)
-    np.testing.assert_allclose(out[:2], [2.0, 0.0])      # λ_n >= 0
-    np.testing.assert_allclose(out[2:4], [7.0, -3.0])    # damping rows untouched
-    np.testing.assert_allclose(jnp.hypot(out[4], out[6]), 1.0)  # onto the disc μ λ_n = 1
-    np.testing.assert_allclose(out[4] / out[6], 3.0 / 4.0)      # direction kept
-    np.testing.assert_allclose([out[5], out[7]], [0.0, 0.0])    # no normal force: no friction
+    # two contacts of one element: normal rows | damping rows | friction pairs (t1, t2)
+    ones, zeros = jnp.ones((1, 2)), jnp.zeros((1, 2))
+    rows = (_row_block(zeros, ones, zeros, "unilateral"),
+            _row_block(zeros, ones, zeros, "bilateral"),
+            _row_block(jnp.zeros((1, 2, 2)), ones, jnp.full((1, 2), 0.5), "disc", partner=0,
+                       pair=True))
+    lam = (jnp.asarray([[2.0, -1.0]]), jnp.asarray([[7.0, -3.0]]),
+           jnp.asarray([[[3.0, 4.0], [1.0, 1.0]]]))   # n | damping | (t1, t2) per contact
+    out = [np.asarray(x).reshape(-1) for x in project(rows, lam)]
+    np.testing.assert_allclose(out[0], [2.0, 0.0])      # λ_n >= 0
+    np.testing.assert_allclose(out[1], [7.0, -3.0])     # damping rows untouched
+    t1, t2 = out[2][0::2], out[2][1::2]
+    np.testing.assert_allclose(jnp.hypot(t1[0], t2[0]), 1.0)  # onto the disc μ λ_n = 1
+    np.testing.assert_allclose(t1[0] / t2[0], 3.0 / 4.0)      # direction kept
+    np.testing.assert_allclose([t1[1], t2[1]], [0.0, 0.0])    # no normal force: no friction
 
 
 # --- settings validation ------------------------------------------------------------------

@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxcontact.math import safe_norm
+from jaxcontact.models import geometry
+from jaxcontact.terms import Stage
 from jaxcontact.types import Shape
+
+PARTICLE = len(Shape)  # the broad-phase kind of particles (after the body shapes)
 
 MODES = ("auto", "all_pairs", "sweep")
 
@@ -61,15 +68,17 @@ class BroadPhase:
             raise ValueError(f"margin must be a finite number >= 0, got {self.margin!r}")
 
 
-def default_capacity(shape_a, shape_b) -> int:
-    """Candidate slots per body for a pair of shapes when `BroadPhase.capacity` is None.
+def default_capacity(kind_a, kind_b) -> int:
+    """Candidate slots per object for a pair of kinds when `BroadPhase.capacity` is None.
 
-    Equal spheres touch at most 12 neighbours (6 pairs per body). A cube's bounding sphere
-    (radius √3 h) overlaps those of all 26 cubes around it in a packing, whether they touch
-    or not: 13 pairs per body for any group with a non-spherical shape. Denser candidate
-    sets (long capsules in a bundle) report overflow and need an explicit capacity.
+    Equal spheres touch at most 12 neighbours (6 pairs per body); particles are balls too. A
+    cube's bounding sphere (radius √3 h) overlaps those of all 26 cubes around it in a
+    packing, whether they touch or not: 13 pairs per body for any group with a non-spherical
+    shape. Denser candidate sets (long capsules in a bundle) report overflow and need an
+    explicit capacity.
     """
-    return 6 if shape_a == shape_b == Shape.SPHERE else 13
+    round_kinds = (Shape.SPHERE, PARTICLE)
+    return 6 if kind_a in round_kinds and kind_b in round_kinds else 13
 
 
 def sweep(centre, radius, window):
@@ -127,3 +136,60 @@ def group_slots(i, j, hit, shape, shape_a, shape_b, capacity, n, keys):
     used = jnp.arange(capacity) < count
     return (jnp.where(used, a[index], -1), jnp.where(used, b[index], -1), used,
             count > capacity)
+
+
+class SweepResult(NamedTuple):
+    """Candidate slots of every group: {(kind_a, kind_b): (a, b, used)}, and overflow."""
+
+    slots: dict
+    overflow: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep(Stage):
+    """The broad phase of a step, shared by every pair term that needs it.
+
+    Objects are the bodies (kind: their shape) then the particles (kind `PARTICLE`), with
+    indices n_body + p. Each group (kind_a, kind_b, capacity) gets `capacity` slots of pairs
+    (a of kind_a, b of kind_b); particle-particle pairs are not candidates.
+
+    Attributes:
+      settings: the `BroadPhase`.
+      kinds: static tuple, the kind of every object.
+      groups: static tuple of (kind_a, kind_b, capacity).
+      excluded: sorted static keys a * n + b (a < b, object indices) that never collide.
+      particle_kind: `PARTICLE`.
+    """
+
+    settings: BroadPhase
+    kinds: tuple
+    groups: tuple
+    excluded: tuple = ()
+    particle_kind: int = PARTICLE
+
+    def __call__(self, model, state):
+        dtype = state.pos.dtype
+        shapes = np.asarray(model.geom.shape, np.int32)
+        radius = jnp.zeros((model.n_body,), dtype)
+        for shape in set(shapes.tolist()):
+            where = np.nonzero(shapes == shape)[0]
+            mesh = np.maximum(np.asarray(model.geom.mesh, np.int32)[where], 0)
+            vertices = model.mesh.vertices[mesh] if shape == Shape.MESH else None
+            r = jax.vmap(lambda s, v: geometry.bounding_radius(shape, s, v),
+                         in_axes=(0, 0 if vertices is not None else None))(
+                model.geom.size[where], vertices)
+            radius = radius.at[where].set(r)
+        gravity = model.dt * safe_norm(model.gravity)
+        motion = model.dt * (safe_norm(state.vel) + safe_norm(state.ang_vel) * radius + gravity)
+        particle_motion = model.dt * (safe_norm(state.particle_vel) + gravity)
+        centre = jnp.concatenate([state.pos, state.particle_pos])
+        reach = jnp.concatenate([radius + motion, model.particle.radius + particle_motion])
+        i, j, hit, overflow = sweep(centre, reach + self.settings.margin, self.settings.window)
+        kinds = jnp.asarray(self.kinds, jnp.int32)
+        slots = {}
+        for kind_a, kind_b, capacity in self.groups:
+            *slot, dropped = group_slots(i, j, hit, kinds, kind_a, kind_b, capacity,
+                                         len(self.kinds), self.excluded)
+            slots[(kind_a, kind_b)] = tuple(slot)
+            overflow = overflow | dropped
+        return SweepResult(slots, overflow)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 
 import jax
 import jax.numpy as jnp
 
-from jaxcontact.math import safe_div, safe_sqrt
+from jaxcontact import validate as check
+from jaxcontact.math import safe_div
+from jaxcontact.terms import bilateral_energy, disc_energy, unilateral_energy
 
 NORMAL_LAWS = ("linear", "power", "smooth")
 FRICTION_LAWS = ("huber", "pseudo_huber", "tanh", "linear")
@@ -28,9 +29,9 @@ _TANH_MIN_BOUND = 1e-12
 # --- normal penalties -----------------------------------------------------------------------
 
 def linear_energy(d, k):
-    """U = k/2 min(d, 0)², the force f = k max(-d, 0) of ADD Eq. 16."""
-    pen = jnp.maximum(-d, 0.0)
-    return 0.5 * k * pen * pen
+    """U = k/2 min(d, 0)², the force f = k max(-d, 0) of ADD Eq. 16: the one-sided row of
+    `terms.unilateral_energy` (so Dual projects it as a compliant constraint)."""
+    return unilateral_energy(d, k, None)
 
 
 def power_energy(d, k, p):
@@ -97,8 +98,8 @@ def contact_fraction(gap_start, gap_end):
 
 def damping_dissipation(v_n, k_d, weight):
     """D = w k_d/2 v_n²: the damping force -k_d v_n of ADD Eq. 21, weighted by the fraction w of
-    the step spent in contact (`contact_fraction`)."""
-    return weight * 0.5 * k_d * v_n * v_n
+    the step spent in contact (`contact_fraction`): an equality row of stiffness w k_d."""
+    return bilateral_energy(v_n, weight * k_d, None)
 
 
 # --- friction (dissipation potentials of the tangential slip velocity) --------------------
@@ -111,12 +112,7 @@ def huber_dissipation(z, bound, k_f):
       = μ f_n |u_s| - (μ f_n)²/(2 k_f)  otherwise              (slip: exact Coulomb force)
     The force is -min(k_f, μ f_n/|u_s|) u_s (Eq. 133) and ADD's clamped linear law (Eq. 17).
     """
-    z_star = (bound / k_f) ** 2
-    # strict: with no normal force (bound 0) there is no stick stiffness either; the slip
-    # branch then sees z = 0 only through safe_sqrt, which is finite there
-    stick = z < z_star
-    slip = bound * safe_sqrt(jnp.where(stick, 1.0, z)) - bound * bound / (2.0 * k_f)
-    return jnp.where(stick, 0.5 * k_f * z, slip)
+    return disc_energy(z, k_f, bound)   # the disc rows of `terms` (Dual projects them)
 
 
 def pseudo_huber_dissipation(z, bound, eps):
@@ -161,11 +157,6 @@ def friction_dissipation(z, bound, law, k_f, eps, k_t_linear):
 
 # --- restitution (ADD Eq. 22) ----------------------------------------------------------------
 
-def _check_positive(name, value):
-    if isinstance(value, numbers.Real) and not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-
-
 def restitution_to_damping(restitution, stiffness, mass):
     """Damping k_d giving coefficient of restitution e for a point mass (ADD Eq. 22 inverted).
 
@@ -177,10 +168,9 @@ def restitution_to_damping(restitution, stiffness, mass):
     π sqrt(m / k_n), spans many steps: e.g. at dt = 2e-5 s, k_n = 1e5, m = 1 the measured e is
     0.49 for e = 0.5, but at dt = 2 ms (5 steps per contact) it is about 0.26.
     """
-    if isinstance(restitution, numbers.Real) and not 0.0 <= restitution <= 1.0:
-        raise ValueError(f"restitution must be in [0, 1], got {restitution!r}")
-    _check_positive("stiffness", stiffness)
-    _check_positive("mass", mass)
+    check.number_or_array("restitution", restitution, low=0.0, high=1.0)
+    check.number_or_array("stiffness", stiffness, positive=True)
+    check.number_or_array("mass", mass, positive=True)
     e = jnp.asarray(restitution)
     crit = 2.0 * jnp.sqrt(stiffness * mass)
     # e = 0 (L = ∞) is the critical limit; elsewhere L/sqrt(π²+L²) is smooth, also at e = 1
@@ -194,10 +184,9 @@ def damping_to_restitution(damping, stiffness, mass):
 
     Returns 0 at or above critical damping (k_d² >= 4 k m), where the contact does not rebound.
     """
-    if isinstance(damping, numbers.Real) and damping < 0:
-        raise ValueError(f"damping must be >= 0, got {damping!r}")
-    _check_positive("stiffness", stiffness)
-    _check_positive("mass", mass)
+    check.number_or_array("damping", damping, low=0.0)
+    check.number_or_array("stiffness", stiffness, positive=True)
+    check.number_or_array("mass", mass, positive=True)
     disc = 4.0 * stiffness * mass - damping * damping
     under = disc > 0
     return jnp.where(under, jnp.exp(-math.pi * damping / jnp.sqrt(jnp.where(under, disc, 1.0))),
@@ -230,15 +219,8 @@ class Contact:
     friction_eps: float = 1e-4
 
     def __post_init__(self):
-        if self.normal not in NORMAL_LAWS:
-            raise ValueError(f"normal must be one of {NORMAL_LAWS}, got {self.normal!r}")
-        if self.friction not in FRICTION_LAWS:
-            raise ValueError(f"friction must be one of {FRICTION_LAWS}, got {self.friction!r}")
-        if not (isinstance(self.power, numbers.Real) and not isinstance(self.power, bool)
-                and math.isfinite(self.power) and self.power >= 2):
-            raise ValueError(f"power must be a finite number >= 2, got {self.power!r}")
+        check.choice("normal", self.normal, NORMAL_LAWS)
+        check.choice("friction", self.friction, FRICTION_LAWS)
+        check.number("power", self.power, low=2)
         for name in ("smooth_width", "friction_stiffness", "friction_eps"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or isinstance(value, bool):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-            _check_positive(name, value)
+            check.number(name, getattr(self, name), positive=True)

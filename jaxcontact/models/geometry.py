@@ -27,6 +27,7 @@ Contact points of each pairing:
   and frozen, so within the step the row is smooth; it is used only when an edge axis
   separates the cores best and the closest points lie inside both edges. Mesh-mesh pairs
   have no edge rows.
+Particles are balls of their radius (a point core) against any core, plane or obstacle.
 Normals point from side b (or the world, index -1) into side a: the force on a is along +n.
 For a fixed pairing the gap and normal are smooth while the contact point stays outside the
 other core: the exterior distance of a convex core is C1. A box's rounding keeps its corners
@@ -41,67 +42,47 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from jaxcontact.math import (quat_rotate, quat_rotate_inverse, quat_to_mat, safe_div, safe_norm,
                              safe_normalize)
-from jaxcontact.models import broad_phase as bp
-from jaxcontact.models import sdf
-from jaxcontact.types import Array, Model, Shape, State
+from jaxcontact.types import Shape
 
-FAR = 1.0  # gap of an unused broad-phase slot, m: positive, so it carries no force
-_CORNERS = np.array(list(itertools.product((-1.0, 1.0), repeat=3)))
-
-
-@struct.dataclass
-class Candidates:
-    """The contact rows of one step: which bodies each row joins (fixed over the step).
-
-    Attributes:
-      body_a:   (K,) int body of side a.
-      body_b:   (K,) int body of side b, -1 for the world (planes, obstacles, unused slots).
-      used:     (K,) bool, false for unused broad-phase slots, mesh padding and edge rows
-                whose pairing is not an edge-edge contact.
-      overflow: () bool, the broad phase dropped pairs (see `broad_phase`).
-      edge:     (E, 2, 3) the frozen edge of each edge-edge row (in layout order), for
-                side a and side b: corner signs ±1 of the edge's other two axes and 0 on
-                the edge's own axis (its midpoint is edge ∘ half extents of the core).
-      edge_sign: (E,) ±1 orientation of the row's normal against e_a × e_b.
-    """
-
-    body_a: Array
-    body_b: Array
-    used: Array
-    overflow: Array
-    edge: Array
-    edge_sign: Array
-
-
-@struct.dataclass
-class ContactFrame:
-    """Geometry of all K contact rows at one configuration.
-
-    Attributes:
-      gap:    (K,)   signed distance d, negative in penetration, m (`FAR` for unused rows).
-      normal: (K, 3) unit normal, from b into a.
-      point:  (K, 3) world contact point (midway between the two surfaces).
-      body_a, body_b: (K,) body indices of the two sides (-1 = world).
-    """
-
-    gap: Array
-    normal: Array
-    point: Array
-    body_a: Array
-    body_b: Array
+FAR = 1.0  # gap of an unused contact row, m: positive, so it carries no force
+CORNERS = np.array(list(itertools.product((-1.0, 1.0), repeat=3)))
 
 
 # --- shapes ---------------------------------------------------------------------------------
 
-def proxy_count(model: Model, shape) -> int:
-    """Contact points of a body of `shape` (static)."""
+def proxy_count(shape, n_vertices=0) -> int:
+    """Contact points of a body of `shape` (static); meshes: their (padded) vertex count."""
     if shape == Shape.MESH:
-        return model.mesh.vertices.shape[1]
+        return n_vertices
     return {Shape.SPHERE: 1, Shape.BOX: 8, Shape.CAPSULE: 2}[Shape(shape)]
+
+
+def proxies(shape, size, rounding, vertices=None):
+    """Contact points of one body in its frame, (c, 3), and their ball radii (c,)."""
+    radius = shape_radius(shape, size, rounding)
+    if shape == Shape.SPHERE:
+        return jnp.zeros((1, 3), size.dtype), radius[None]
+    if shape == Shape.CAPSULE:
+        ends = jnp.asarray([[0.0, 0.0, -1.0], [0.0, 0.0, 1.0]], size.dtype) * size[1]
+        return ends, jnp.broadcast_to(radius, (2,))
+    if shape == Shape.BOX:
+        return (jnp.asarray(CORNERS, size.dtype) * (size - rounding)[None, :],
+                jnp.broadcast_to(radius, (8,)))
+    return vertices, jnp.zeros(vertices.shape[:1], size.dtype)
+
+
+def bounding_radius(shape, size, vertices=None):
+    """Radius of a sphere about the body's centre that contains one body."""
+    if shape == Shape.SPHERE:
+        return size[0]
+    if shape == Shape.CAPSULE:
+        return size[0] + size[1]
+    if shape == Shape.BOX:
+        return safe_norm(size)
+    return jnp.max(safe_norm(vertices))   # padding repeats a vertex
 
 
 def shape_radius(shape, size, rounding):
@@ -113,40 +94,12 @@ def shape_radius(shape, size, rounding):
     return jnp.zeros_like(rounding)
 
 
-def bounding_radius(model: Model) -> Array:
-    """Radius of a sphere about each body's centre that contains the body, (N,)."""
-    size, shape = model.geom.size, np.asarray(model.geom.shape)
-    radius = jnp.where(jnp.asarray(shape == Shape.CAPSULE), size[:, 0] + size[:, 1], size[:, 0])
-    radius = jnp.where(jnp.asarray(shape == Shape.BOX), safe_norm(size), radius)
-    if model.mesh.size:
-        reach = jnp.max(safe_norm(model.mesh.vertices), axis=-1)  # padding repeats a vertex
-        mesh = jnp.asarray(np.maximum(np.asarray(model.geom.mesh), 0), jnp.int32)
-        radius = jnp.where(jnp.asarray(shape == Shape.MESH), reach[mesh], radius)
-    return radius
-
-
-def _proxy_local(model: Model, shape, index, body):
-    """Contact points (R, 3) in the body frame, and ρ (R,), for rows (body, index)."""
-    size, rounding = model.geom.size[body], model.geom.rounding[body]
-    radius = shape_radius(shape, size, rounding)
-    if shape == Shape.SPHERE:
-        return jnp.zeros_like(size), radius
-    if shape == Shape.CAPSULE:
-        sign = jnp.asarray(np.where(np.asarray(index) == 0, -1.0, 1.0), size.dtype)
-        return jnp.stack([0.0 * sign, 0.0 * sign, sign * size[:, 1]], axis=-1), radius
-    if shape == Shape.BOX:
-        corner = jnp.asarray(_CORNERS[np.asarray(index)], size.dtype)
-        return corner * (size - rounding[:, None]), radius
-    mesh = jnp.asarray(model.geom.mesh, jnp.int32)[body]
-    return model.mesh.vertices[mesh, jnp.asarray(index, jnp.int32)], radius
-
-
 def _sign(x):
     """±1 by the sign of x, +1 at 0 (a face or orientation must be picked at ties)."""
     return jnp.where(x >= 0.0, 1.0, -1.0)
 
 
-def _core_distance(shape):
+def core_distance(shape):
     """(φ, ∇φ)(q, size, rounding, planes): distance of body-frame point q to the shape's core
     and its unit gradient, in closed form (no nested autodiff: the step differentiates these
     twice more)."""
@@ -178,7 +131,7 @@ def _core_distance(shape):
             Shape.MESH: polytope}[Shape(shape)]
 
 
-def _ball_against_core(centre, radius, pos, quat, distance, core_radius):
+def ball_against_core(centre, radius, pos, quat, distance, core_radius):
     """A ball (centre, radius) against a core with (φ, ∇φ) = distance(q) in frame (pos, quat)."""
     phi, grad = distance(quat_rotate_inverse(quat, centre - pos))
     normal = quat_rotate(quat, grad)
@@ -212,7 +165,7 @@ def segment_closest(start_a, dir_a, start_b, dir_b):
     return s, t
 
 
-def _core_half(shape, size, rounding):
+def core_half(shape, size, rounding):
     """Half extents of a box-like core: the box's shrunk by its rounding, a capsule's segment
     (0, 0, half length)."""
     if shape == Shape.CAPSULE:
@@ -253,7 +206,7 @@ def edge_pairing(pos_a, quat_a, half_a, faces_a, pos_b, quat_b, half_b, faces_b)
     on_axis_a, on_axis_b = jnp.arange(3) == i, jnp.arange(3) == j
     corner_a = jnp.where(on_axis_a, 0.0, -_sign(axes_a @ n))   # a's edge nearest b
     corner_b = jnp.where(on_axis_b, 0.0, _sign(axes_b @ n))    # b's edge nearest a
-    s, t = _line_closest(pos_a + (corner_a * half_a) @ axes_a, axes_a[i],
+    s, t = line_closest(pos_a + (corner_a * half_a) @ axes_a, axes_a[i],
                          pos_b + (corner_b * half_b) @ axes_b, axes_b[j])
     scale = jnp.sum(half_a) + jnp.sum(half_b)
     valid = ((edge_sep[best] > jnp.max(face_sep) + 1e-7 * scale)
@@ -261,7 +214,7 @@ def edge_pairing(pos_a, quat_a, half_a, faces_a, pos_b, quat_b, half_b, faces_b)
     return valid, jnp.stack([corner_a, corner_b]), sign
 
 
-def _line_closest(point_a, dir_a, point_b, dir_b):
+def line_closest(point_a, dir_a, point_b, dir_b):
     """Parameters (s, t) of the closest points point + s dir of two lines (unit directions,
     not parallel): the common perpendicular."""
     r = point_a - point_b
@@ -270,7 +223,7 @@ def _line_closest(point_a, dir_a, point_b, dir_b):
     return s, rb + s * b
 
 
-def _edges(pos_a, quat_a, half_a, radius_a, pos_b, quat_b, half_b, radius_b, edge, sign):
+def edge_edge(pos_a, quat_a, half_a, radius_a, pos_b, quat_b, half_b, radius_b, edge, sign):
     """Gap, normal and point of a frozen edge-edge pairing (`edge_pairing`) at poses a, b:
     the common perpendicular of the two edge lines, grown by the two radii."""
     own_a, own_b = (edge[0] == 0.0).astype(pos_a.dtype), (edge[1] == 0.0).astype(pos_a.dtype)
@@ -279,11 +232,11 @@ def _edges(pos_a, quat_a, half_a, radius_a, pos_b, quat_b, half_b, radius_b, edg
     mid_b = pos_b + quat_rotate(quat_b, edge[1] * half_b)
     normal = sign * safe_normalize(jnp.cross(dir_a, dir_b))
     gap = normal @ (mid_a - mid_b) - radius_a - radius_b
-    s, _ = _line_closest(mid_a, dir_a, mid_b, dir_b)
+    s, _ = line_closest(mid_a, dir_a, mid_b, dir_b)
     return gap, normal, mid_a + s * dir_a - (radius_a + 0.5 * gap) * normal
 
 
-def _segments(pos_a, quat_a, size_a, pos_b, quat_b, size_b):
+def segment_segment(pos_a, quat_a, size_a, pos_b, quat_b, size_b):
     """Capsule against capsule: the closest points of the axis segments, grown by the radii."""
     start_a, dir_a = _segment_ends(pos_a, quat_a, size_a[1])
     start_b, dir_b = _segment_ends(pos_b, quat_b, size_b[1])
@@ -294,235 +247,3 @@ def _segments(pos_a, quat_a, size_a, pos_b, quat_b, size_b):
     return gap, normal, on_a - (size_a[0] + 0.5 * gap) * normal
 
 
-# --- row layout -----------------------------------------------------------------------------
-
-def pair_terms(shape_a, shape_b):
-    """Which contact points a pair of shapes uses: "a" (a's points vs b's core), "b" (b's
-    points vs a's core), "segments" (capsule-capsule closest points), "edges" (one
-    edge-edge row, box-box and box-capsule)."""
-    if shape_a == Shape.SPHERE:
-        return ("a",)
-    if shape_a == shape_b == Shape.CAPSULE:
-        return ("segments",)
-    if {shape_a, shape_b} <= {Shape.BOX, Shape.CAPSULE}:
-        return ("a", "b", "edges")
-    return ("a", "b")
-
-
-def _term_rows(model, group, term):
-    """Contact rows per slot of a pair-group term."""
-    if term in ("segments", "edges"):
-        return 1
-    return proxy_count(model, group.shape_a if term == "a" else group.shape_b)
-
-
-def _layout(model: Model):
-    """Static row layout: a list of (kind, group, term, rows per candidate, candidates)."""
-    layout = []
-    for group in model.table.world:
-        layout.append(("world", group, None, proxy_count(model, group.shape), len(group.body)))
-    for group in model.table.pairs:
-        slots = len(group.pairs) if group.pairs else group.capacity
-        for term in pair_terms(group.shape_a, group.shape_b):
-            layout.append(("pair", group, term, _term_rows(model, group, term), slots))
-    return layout
-
-
-def n_rows(model: Model) -> int:
-    """K, the number of contact rows (static)."""
-    return sum(per * count for _, _, _, per, count in _layout(model))
-
-
-def _proxy_valid(model, shape, index, body):
-    """Mesh padding vertices are not contact points."""
-    if shape != Shape.MESH:
-        return jnp.ones(np.shape(index), bool)
-    count = jnp.asarray(model.mesh.count, jnp.int32)[jnp.asarray(model.geom.mesh, jnp.int32)[body]]
-    return jnp.asarray(index) < count
-
-
-def candidates(model: Model, state: State) -> Candidates:
-    """The contact rows of a step that starts at `state` (broad phase for pair groups)."""
-    table = model.table
-    slots, overflow = {}, jnp.zeros((), bool)
-    if any(not g.pairs for g in table.pairs):
-        settings = table.broad_phase
-        radius = bounding_radius(model)
-        motion = model.dt * (safe_norm(state.vel) + safe_norm(state.ang_vel) * radius
-                             + model.dt * safe_norm(model.gravity))
-        i, j, hit, overflow = bp.sweep(state.pos, radius + motion + settings.margin,
-                                       settings.window)
-        shape = jnp.asarray(model.geom.shape, jnp.int32)
-        for g in table.pairs:
-            if not g.pairs:
-                *slots[g], dropped = bp.group_slots(i, j, hit, shape, g.shape_a, g.shape_b,
-                                                    g.capacity, model.n_body, table.excluded)
-                overflow = overflow | dropped
-    body_a, body_b, used, edge, edge_sign = [], [], [], [], []
-    for kind, group, term, per, count in _layout(model):
-        index = np.tile(np.arange(per), count)
-        if kind == "world":
-            a = jnp.asarray(np.repeat(group.body, per), jnp.int32)
-            body_a.append(a), body_b.append(jnp.full((per * count,), -1, jnp.int32))
-            used.append(_proxy_valid(model, group.shape, index, a))
-            continue
-        if group.pairs:
-            a = jnp.asarray([p[0] for p in group.pairs], jnp.int32)
-            b = jnp.asarray([p[1] for p in group.pairs], jnp.int32)
-            slot_used = jnp.ones((count,), bool)
-        else:
-            a, b, slot_used = slots[group]
-        a, b, slot_used = (jnp.repeat(x, per) for x in (a, b, slot_used))
-        body_a.append(a), body_b.append(b)
-        if term == "segments":
-            used.append(slot_used)
-        elif term == "edges":
-            valid, corners, sign = _edge_pairings(model, group, state, a, b)
-            used.append(slot_used & valid), edge.append(corners), edge_sign.append(sign)
-        else:
-            owner = a if term == "a" else b
-            shape = group.shape_a if term == "a" else group.shape_b
-            used.append(slot_used & _proxy_valid(model, shape, index, jnp.maximum(owner, 0)))
-    dtype = state.pos.dtype
-    edge = jnp.concatenate(edge) if edge else jnp.zeros((0, 2, 3), dtype)
-    edge_sign = jnp.concatenate(edge_sign) if edge_sign else jnp.zeros((0,), dtype)
-    if not body_a:
-        empty = jnp.zeros((0,), jnp.int32)
-        return Candidates(empty, empty, jnp.zeros((0,), bool), overflow, edge, edge_sign)
-    return Candidates(jnp.concatenate(body_a), jnp.concatenate(body_b), jnp.concatenate(used),
-                      overflow, edge, edge_sign)
-
-
-def _edge_pairings(model, group, state, a, b):
-    """`edge_pairing` of every slot (bodies a, b; -1 = unused) of a box/capsule pair group."""
-    geom = model.geom
-    a, b = jnp.maximum(a, 0), jnp.maximum(b, 0)
-    half_a = _core_half(group.shape_a, geom.size[a], geom.rounding[a])
-    half_b = _core_half(group.shape_b, geom.size[b], geom.rounding[b])
-    pairing = jax.vmap(edge_pairing, in_axes=(0, 0, 0, None, 0, 0, 0, None))
-    return pairing(state.pos[a], state.quat[a], half_a, group.shape_a == Shape.BOX,
-                   state.pos[b], state.quat[b], half_b, group.shape_b == Shape.BOX)
-
-
-def gather_poses(pos: Array, quat: Array, body) -> tuple[Array, Array]:
-    """Poses of bodies `body` (indices, -1 = the world at the origin), (R, 3), (R, 4)."""
-    origin = jnp.zeros((1, 3), pos.dtype)
-    identity = jnp.asarray([[1.0, 0.0, 0.0, 0.0]], quat.dtype)
-    idx = jnp.asarray(body, dtype=jnp.int32)  # -1 picks the appended world row
-    return (jnp.concatenate([pos, origin])[idx], jnp.concatenate([quat, identity])[idx])
-
-
-def contact_frame(model: Model, cand: Candidates, pos: Array, quat: Array) -> ContactFrame:
-    """Gaps, normals and points of every contact row at poses (pos, quat)."""
-    pos_a, quat_a = gather_poses(pos, quat, cand.body_a)
-    pos_b, quat_b = gather_poses(pos, quat, cand.body_b)
-    return candidate_frame(model, cand, pos_a, quat_a, pos_b, quat_b)
-
-
-def candidate_frame(model: Model, cand: Candidates, pos_a, quat_a, pos_b, quat_b) -> ContactFrame:
-    """As `contact_frame`, from the poses of each row's two sides, (K, 3) and (K, 4).
-
-    Each row sees only its own poses, so derivatives with respect to side a and side b of
-    every row come from one forward-mode pass (used for constraint rows).
-    """
-    geom = model.geom
-    gaps, normals, points = [], [], []
-    start = edge_start = 0
-    for kind, group, term, per, count in _layout(model):
-        rows = slice(start, start + per * count)
-        start += per * count
-        index = np.tile(np.arange(per), count)
-        a = jnp.maximum(cand.body_a[rows], 0)
-        pa, qa, pb, qb = pos_a[rows], quat_a[rows], pos_b[rows], quat_b[rows]
-        if kind == "world":
-            local, radius = _proxy_local(model, group.shape, index, a)
-            centre = pa + quat_rotate(qa, local)
-            if group.target == "plane":
-                plane = jnp.asarray(np.repeat(group.index, per), jnp.int32)
-                normal = model.plane.normal[plane]
-                gap = jnp.sum(normal * centre, axis=-1) - model.plane.offset[plane] - radius
-            else:
-                grid = model.obstacle.grid[group.index[0]]
-                gap = jax.vmap(lambda c: sdf.sample(grid, c))(centre) - radius
-                normal = jax.vmap(lambda c: sdf.normal(grid, c))(centre)
-            point = centre - (radius + 0.5 * gap)[:, None] * normal
-        elif term == "segments":
-            b = jnp.maximum(cand.body_b[rows], 0)
-            gap, normal, point = jax.vmap(_segments)(pa, qa, geom.size[a], pb, qb, geom.size[b])
-        elif term == "edges":
-            b = jnp.maximum(cand.body_b[rows], 0)
-            edges = slice(edge_start, edge_start + count)
-            edge_start += count
-            sides = [(_core_half(shape, geom.size[x], geom.rounding[x]),
-                      shape_radius(shape, geom.size[x], geom.rounding[x]))
-                     for shape, x in ((group.shape_a, a), (group.shape_b, b))]
-            gap, normal, point = jax.vmap(_edges)(pa, qa, *sides[0], pb, qb, *sides[1],
-                                                  cand.edge[edges], cand.edge_sign[edges])
-        else:
-            b = jnp.maximum(cand.body_b[rows], 0)
-            own, other = (a, b) if term == "a" else (b, a)
-            own_shape, other_shape = ((group.shape_a, group.shape_b) if term == "a"
-                                      else (group.shape_b, group.shape_a))
-            p_own, q_own, p_other, q_other = (pa, qa, pb, qb) if term == "a" else (pb, qb, pa, qa)
-            local, radius = _proxy_local(model, own_shape, index, own)
-            centre = p_own + quat_rotate(q_own, local)
-            distance = _core_distance(other_shape)
-            size, rounding = geom.size[other], geom.rounding[other]
-            if other_shape == Shape.MESH:
-                planes = model.mesh.planes[jnp.asarray(geom.mesh, jnp.int32)[other]]
-            else:
-                planes = jnp.zeros((other.shape[0], 1, 4), size.dtype)
-
-            def one(c, r, p, q, sz, rd, pl):
-                return _ball_against_core(c, r, p, q, lambda x: distance(x, sz, rd, pl),
-                                          shape_radius(other_shape, sz, rd))
-
-            gap, normal, point = jax.vmap(one)(centre, radius, p_other, q_other, size,
-                                               rounding, planes)
-            if term == "b":
-                normal = -normal
-        gaps.append(gap), normals.append(normal), points.append(point)
-    if not gaps:
-        dtype = pos_a.dtype
-        return ContactFrame(jnp.zeros((0,), dtype), jnp.zeros((0, 3), dtype),
-                            jnp.zeros((0, 3), dtype), cand.body_a, cand.body_b)
-    gap = jnp.where(cand.used, jnp.concatenate(gaps), FAR)
-    return ContactFrame(gap, jnp.concatenate(normals), jnp.concatenate(points), cand.body_a,
-                        cand.body_b)
-
-
-def combine(a, b, how):
-    """Pair parameter from the two sides' values; equal values give that value."""
-    if how == "mean":
-        return 0.5 * (a + b)
-    if how == "harmonic":  # springs in series, rescaled: the softer side dominates
-        return 2.0 * a * b / (a + b)
-    raise ValueError(f"unknown combination {how!r}")
-
-
-def pair_parameters(model: Model, cand: Candidates):
-    """Friction μ, stiffness k_n and damping k_d of each contact row, (K,) each.
-
-    Stiffness combines harmonically (a soft body on a stiff floor is soft), friction and
-    damping by their mean.
-    """
-    geom = model.geom
-    how = {"friction": "mean", "stiffness": "harmonic", "damping": "mean"}
-    out = {name: [] for name in how}
-    start = 0
-    for kind, group, term, per, count in _layout(model):
-        rows = slice(start, start + per * count)
-        start += per * count
-        a = jnp.maximum(cand.body_a[rows], 0)
-        if kind == "world":
-            target = model.plane if group.target == "plane" else model.obstacle
-            idx = jnp.asarray(np.repeat(group.index, per), jnp.int32)
-            other = {name: getattr(target, name)[idx] for name in how}
-        else:
-            b = jnp.maximum(cand.body_b[rows], 0)
-            other = {name: getattr(geom, name)[b] for name in how}
-        for name in how:
-            out[name].append(combine(getattr(geom, name)[a], other[name], how[name]))
-    dtype = geom.size.dtype
-    return tuple(jnp.concatenate(out[name]) if out[name] else jnp.zeros((0,), dtype)
-                 for name in how)

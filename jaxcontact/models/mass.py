@@ -8,29 +8,14 @@ return their centre of mass and principal axes, since those are not the mesh's o
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
+
+from jaxcontact import validate as check
 
 # Relative tolerance for flat point sets and for merging coplanar hull faces: far above the
 # rounding of Qhull's plane equations (~1e-15 relative), far below any real feature.
 _FLAT_TOL = 1e-9
-
-
-def positive_number(name, value):
-    """float(value), or ValueError naming `name` unless it is a finite number > 0."""
-    if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-            or not math.isfinite(value) or value <= 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def nonnegative_number(name, value):
-    """float(value), or ValueError naming `name` unless it is a finite number >= 0."""
-    if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-            or not math.isfinite(value) or value < 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 def sphere(radius, density):
@@ -43,8 +28,8 @@ def sphere(radius, density):
     Returns:
       (mass, inertia_diag (3,)).
     """
-    r = positive_number("radius", radius)
-    rho = positive_number("density", density)
+    r = check.number("radius", radius, positive=True)
+    rho = check.number("density", density, positive=True)
     mass = 4.0 / 3.0 * math.pi * r ** 3 * rho
     return mass, np.full(3, 0.4 * mass * r * r)
 
@@ -69,7 +54,7 @@ def box(half_size, density):
             or not np.all(arr > 0)):
         raise ValueError(f"half_size must be 3 positive finite numbers, got {half_size!r}")
     h = arr.astype(float)
-    rho = positive_number("density", density)
+    rho = check.number("density", density, positive=True)
     mass = 8.0 * float(np.prod(h)) * rho
     sq = h * h
     return mass, mass / 3.0 * np.array([sq[1] + sq[2], sq[0] + sq[2], sq[0] + sq[1]])
@@ -96,9 +81,9 @@ def capsule(radius, half_length, density):
     Returns:
       (mass, inertia_diag (3,)), the axis of symmetry being z.
     """
-    r = positive_number("radius", radius)
-    half = nonnegative_number("half_length", half_length)
-    rho = positive_number("density", density)
+    r = check.number("radius", radius, positive=True)
+    half = check.number("half_length", half_length, low=0)
+    rho = check.number("density", density, positive=True)
     m_cyl = 2.0 * math.pi * r * r * half * rho
     m_sph = 4.0 / 3.0 * math.pi * r ** 3 * rho
     axial = 0.5 * m_cyl * r * r + 0.4 * m_sph * r * r
@@ -162,7 +147,7 @@ def convex_hull(vertices, tol=_FLAT_TOL):
       planes: (F', 4) rows (n, offset), unit n pointing out: n·x <= offset inside the hull.
     """
     pts = _points(vertices)
-    tol = positive_number("tol", tol)
+    tol = check.number("tol", tol, positive=True)
     hull = _hull(pts)
     scale = float(np.ptp(pts, axis=0).max())
     normals = hull.equations[:, :3]
@@ -215,7 +200,7 @@ def convex_mesh(vertices, density):
       rotation: (3, 3) principal axes as columns, body-to-world: x = com + rotation @ x_body.
     """
     pts = _points(vertices)
-    rho = positive_number("density", density)
+    rho = check.number("density", density, positive=True)
     hull = _hull(pts)
     ref = pts.mean(axis=0)
     tri = _outward_triangles(hull, pts) - ref

@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxcontact import validate as check
 from jaxcontact.math import safe_norm, safe_normalize
 from jaxcontact.models.mesh_distance import MeshDistance
-from jaxcontact.models.mass import nonnegative_number, positive_number
 
 Array = jax.Array
 
@@ -162,7 +162,7 @@ def from_function(fn, lower, upper, spacing, max_nodes=MAX_NODES) -> GridSDF:
     Returns:
       The sampled `GridSDF`.
     """
-    spacing = positive_number("spacing", spacing)
+    spacing = check.number("spacing", spacing, positive=True)
     lower = _real_array("lower", lower, "(3,)", ndim=1, last=3)
     upper = _real_array("upper", upper, "(3,)", ndim=1, last=3)
     if not np.all(upper > lower):
@@ -236,8 +236,8 @@ def from_mesh(vertices, faces, spacing, padding=None, max_nodes=MAX_NODES) -> Gr
               | (faces[:, 2] == faces[:, 0])):
         raise ValueError("faces must not repeat a vertex within a triangle")
     _check_closed(faces)
-    spacing = positive_number("spacing", spacing)
-    padding = 3.0 * spacing if padding is None else nonnegative_number("padding", padding)
+    spacing = check.number("spacing", spacing, positive=True)
+    padding = 3.0 * spacing if padding is None else check.number("padding", padding, low=0)
     lo, hi = vertices.min(axis=0), vertices.max(axis=0)
     shape = np.ceil((hi - lo + 2.0 * padding) / spacing - 1e-9).astype(int) + 1
     shape = np.maximum(shape, 2)
@@ -313,11 +313,12 @@ def from_heightfield(heights, spacing, origin=(0.0, 0.0), depth=None, height=Non
     if min(heights.shape) < 2:
         raise ValueError(f"heights must have at least 2 samples per axis, got shape "
                          f"{heights.shape}")
-    spacing = positive_number("spacing", spacing)
+    spacing = check.number("spacing", spacing, positive=True)
     origin = _real_array("origin", origin, "(2,)", ndim=1, last=2)
-    gs = spacing if grid_spacing is None else positive_number("grid_spacing", grid_spacing)
-    depth = 4.0 * gs if depth is None else positive_number("depth", depth)
-    height = 4.0 * gs if height is None else positive_number("height", height)
+    gs = spacing if grid_spacing is None else check.number("grid_spacing", grid_spacing,
+                                                           positive=True)
+    depth = 4.0 * gs if depth is None else check.number("depth", depth, positive=True)
+    height = 4.0 * gs if height is None else check.number("height", height, positive=True)
     extent = (np.asarray(heights.shape) - 1) * spacing
     if gs > extent.min() * (1.0 + 1e-9):
         raise ValueError(f"grid_spacing {gs} exceeds the terrain's extent {extent.tolist()}: "

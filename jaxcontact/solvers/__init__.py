@@ -1,25 +1,17 @@
-"""Solvers of the implicit step: `Newton`, `Descent` (primal) and `Dual` (XPBD).
+"""Solvers of the implicit step: `Newton`, `Descent` (primal) and `Dual` (XPBD), and how
+gradients flow through them (`Implicit`, `Unrolled`).
 
-All have the interface `solve(problem, u0, args) -> (u, stats)` over a
-`jaxcontact.problem.Problem`, static settings, and an `ad` field for the gradient mode.
+Every solver is a `base.Solver`: static settings, `solve(problem, u0, args) -> (u, stats)`
+over a `jaxcontact.problem.Problem`, driven by one loop; its `gradients` (an adjoint object)
+say how `step` differentiates the solve.
 """
 
+from jaxcontact.solvers.adjoint import Implicit, Unrolled
+from jaxcontact.solvers.base import Solver
 from jaxcontact.solvers.descent import Descent
 from jaxcontact.solvers.dual import Dual
 from jaxcontact.solvers.newton import Newton
 
 SOLVERS = (Newton, Descent, Dual)
 
-
-def check_solver(solver, normal_law, friction_law):
-    """ValueError if `solver` cannot run the given laws (Dual needs quadratic rows)."""
-    if getattr(solver, "quadratic_rows", False):
-        if normal_law != "linear":
-            raise ValueError(f"solver {type(solver).__name__} needs the 'linear' normal law "
-                             f"(its rows are compliant constraints), got normal={normal_law!r}")
-        if friction_law not in ("huber", "linear"):
-            raise ValueError(f"solver {type(solver).__name__} needs 'huber' or 'linear' "
-                             f"friction (a disc projection), got friction={friction_law!r}")
-
-
-__all__ = ["Descent", "Dual", "Newton", "SOLVERS", "check_solver"]
+__all__ = ["Descent", "Dual", "Implicit", "Newton", "SOLVERS", "Solver", "Unrolled"]

@@ -1,29 +1,43 @@
-"""What every solver shares: settings validation, the default tolerance and the final report.
+"""What every solver shares: settings and their validation, the one loop driver, the report.
 
-A solver is a frozen dataclass of static settings with a method
-`solve(problem, u0, args) -> (u, stats)` (see `jaxcontact.problem.Problem`). Every solver ends
-the same way: it evaluates the step's residual r = M⁻¹ ∂Φ/∂u at its answer and reports it, so
-"converged" means the same thing (max |r| <= tol) whichever solver ran.
+A solver is a frozen dataclass of static settings that supplies `start` (its first carry) and
+`iteration` (one masked step of its method, returning the carry after it and the residual at
+the carry before it); `solve` here runs them under one bounded loop (`loop.iterate`: a scan of
+`iterations`, or a while loop with `early_exit`), freezes a scene once it has converged or
+produced a non-finite value, counts iterations, and ends the same way for every method: it
+evaluates the step's residual r = M⁻¹ ∂Φ/∂u at the answer, so "converged" means the same
+(max |r| <= tolerance) whichever solver ran.
+
+The tolerance of a step is max(tol, `ROUNDING_ULPS` x the residual's rounding level at the
+start of the solve, per degree of freedom): the residual is a sum of terms whose rounding
+errors alone can exceed a fixed tol (stiff contact in float32, heavy bodies), and a solve
+asked for less than its arithmetic can give would report failure for a converged step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+from typing import Any
 
+import jax
 import jax.numpy as jnp
 
-from jaxcontact.solvers.implicit import AD_MODES
+from jaxcontact.solvers import loop
+from jaxcontact.solvers.adjoint import AD_MODES, Implicit, Unrolled, from_settings
+from jaxcontact.solvers.linear import METHODS
 from jaxcontact.types import Result
+
+# A residual within this many multiples of its rounding level (the machine epsilon times the
+# magnitude of the terms summed into it) is converged: rounding alone puts ~1-10 there.
+ROUNDING_ULPS = 64.0
 
 
 def default_tol(dtype) -> float:
-    """Residual tolerance (m/s) by precision.
-
-    float32: stiff contact and friction terms amplify the rounding of a ~1 m/s velocity
-    (1e-7) by Δt k / m ~ 10-100, so residuals below ~1e-4 are noise; 3e-4 m/s moves a body by
-    less than 1 µm per step at Δt = 2 ms.
-    """
+    """Residual tolerance (m/s) by precision: 1e-10 in float64, 3e-4 in float32 (3e-4 m/s
+    moves a body by less than 1 µm per step at Δt = 2 ms); the rounding floor of each step
+    (module docstring) raises it where the arithmetic cannot reach it."""
     return 1e-10 if jnp.dtype(dtype) == jnp.float64 else 3e-4
 
 
@@ -51,52 +65,122 @@ def check_choice(solver, name, choices):
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
-def early_exit(solver) -> bool:
-    """Whether the solver's loops may stop early (`loop.iterate`): its `early_exit`, except with
-    ad="unrolled", whose reverse mode must differentiate the loops and so needs the scans."""
-    return solver.early_exit and solver.ad != "unrolled"
-
-
-def check_ad(solver):
-    check_choice(solver, "ad", AD_MODES)
-    check_choice(solver, "adjoint", ADJOINTS)
-
-
-ADJOINTS = ("auto", "dense", "krylov")
-# Above this many unknowns (64 bodies) "auto" solves the implicit systems matrix-free.
-DENSE_ADJOINT_MAX = 384
-
-
-def matrix_free_adjoint(solver, n: int) -> bool:
-    """Whether the implicit-gradient systems of a solve with n unknowns are solved by Krylov
-    iterations: `adjoint="krylov"`, or "auto" for matrix-free Newton and for n > 384."""
-    if solver.adjoint == "auto":
-        return getattr(solver, "linear", "dense") != "dense" or n > DENSE_ADJOINT_MAX
-    return solver.adjoint == "krylov"
-
-
-def tolerance(solver, dtype) -> float:
-    return solver.tol if solver.tol is not None else default_tol(dtype)
+def check_bool(solver, name):
+    value = getattr(solver, name)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
 
 
 def residual_norm(r):
     return jnp.max(jnp.abs(r), initial=0.0)
 
 
+def _select(keep, old, new):
+    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), old, new)
+
+
+@dataclasses.dataclass(frozen=True)
+class Solver:
+    """Settings every solver has.
+
+    Attributes:
+      iterations: static iteration cap.
+      tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
+        The rounding level of each step raises it where needed (module docstring).
+      early_exit: run the loops as bounded while loops that stop once every scene of a
+        (vmapped) batch has converged, instead of always running every masked iteration;
+        the Krylov solves inside (matrix-free directions, implicit-gradient systems) stop at
+        their tolerance likewise. Answers are unchanged (converged iterates are frozen either
+        way). Reverse mode cannot differentiate a while loop a second time: take second
+        reverse-mode derivatives with early_exit=False.
+      ad: shorthand for the adjoint: "vjp" (implicit reverse mode, `custom_vjp`), "jvp"
+        (implicit forward mode, `custom_jvp`; reverse by transposition) or "unrolled"
+        (differentiate every iteration: for testing).
+      adjoint: a `jc.Implicit(...)` or `jc.Unrolled()` object, or the shorthand "auto",
+        "dense", "krylov" for the implicit linear solve (with `ad`). The resolved object is
+        `solver.gradients`.
+    """
+
+    iterations: int = 50
+    tol: float | None = None
+    early_exit: bool = False
+    ad: str = "vjp"
+    adjoint: Any = "auto"
+    gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        check_int(self, "iterations")
+        check_positive(self, "tol", optional=True)
+        check_bool(self, "early_exit")
+        check_choice(self, "ad", AD_MODES)
+        if isinstance(self.adjoint, (Implicit, Unrolled)):
+            rule = self.adjoint
+        else:
+            check_choice(self, "adjoint", METHODS)
+            rule = from_settings(self.ad, self.adjoint)
+        object.__setattr__(self, "gradients", rule)
+
+    @property
+    def loops_exit_early(self) -> bool:
+        """Whether the loops may stop early: `early_exit`, unless gradients are unrolled
+        through the iterations (reverse mode needs the scans)."""
+        return self.early_exit and not isinstance(self.gradients, Unrolled)
+
+    def check(self, model) -> None:
+        """ValueError if the solver cannot run this model's terms (Dual: compliance forms)."""
+
+    def tolerance(self, problem, u0, args):
+        """Per-DOF tolerance of this step (module docstring)."""
+        tol = self.tol if self.tol is not None else default_tol(u0.dtype)
+        floor = ROUNDING_ULPS * problem.rounding(u0, args)
+        return jnp.maximum(tol, jax.lax.stop_gradient(floor))
+
+    # --- what a method supplies -----------------------------------------------------------
+
+    def start(self, problem, u0, args, tol):
+        """The first carry; its first element is the iterate u."""
+        raise NotImplementedError
+
+    def iteration(self, problem, carry, args, tol):
+        """(carry after one step, residual M⁻¹ g at the carry's iterate (n,), ok): ok is false
+        where the step produced non-finite values."""
+        raise NotImplementedError
+
+    # --- the driver -----------------------------------------------------------------------
+
+    def solve(self, problem, u0, args):
+        """Iterate from u0 until converged or the cap; returns (u, stats)."""
+        tol = self.tolerance(problem, u0, args)
+
+        def body(state):
+            carry, used, done, bad = state
+            new, r, ok = self.iteration(problem, carry, args, tol)
+            finite = jnp.all(jnp.isfinite(r))
+            stop = done | ~finite | jnp.all(jnp.abs(r) <= tol)
+            bad = bad | (~stop & ~ok) | (~done & ~finite)
+            stop = stop | bad
+            return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad)
+
+        false = jnp.zeros((), bool)
+        init = (self.start(problem, u0, args, tol), jnp.zeros((), jnp.int32), false, false)
+        carry, used, _, bad = loop.iterate(body, init, self.iterations, self.loops_exit_early,
+                                           lambda state: state[2])
+        return carry[0], report(problem, carry[0], args, tol, used, bad)
+
+
 def report(problem, u, args, tol, used, bad=False):
-    """The stats dict every solver returns: residual (max |r| at u), iterations, converged,
-    result (a `Result` code)."""
+    """The stats every solver returns: residual (max |r| at u), iterations, converged,
+    result (a `Result` code), tolerance (the largest per-DOF tolerance of the step)."""
     r = problem.residual(u, args)
-    res = residual_norm(r)
     finite = ~jnp.asarray(bad) & jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(u))
-    converged = finite & (res <= tol)
+    converged = finite & jnp.all(jnp.abs(r) <= tol)
     result = jnp.where(converged, Result.SUCCESS,
                        jnp.where(finite, Result.MAX_ITERATIONS, Result.NONFINITE))
-    return {"residual": res, "iterations": jnp.asarray(used, jnp.int32),
-            "converged": converged, "result": result.astype(jnp.int32)}
+    return {"residual": residual_norm(r), "iterations": jnp.asarray(used, jnp.int32),
+            "converged": converged, "result": result.astype(jnp.int32),
+            "tolerance": jnp.max(tol, initial=0.0)}
 
 
-def check_bool(solver, name):
-    value = getattr(solver, name)
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be a bool, got {value!r}")
+def finite(x):
+    """Whether every entry of x is finite (a scalar bool)."""
+    return jnp.all(jnp.isfinite(x))

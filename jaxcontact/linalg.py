@@ -18,10 +18,11 @@ _MAX_ELIMINATION = 96
 
 
 def solve(a, b):
-    """x with a x = b for one (n, n) matrix and (n,) right-hand side."""
+    """x with a x = b for one (n, n) matrix and an (n,) or (n, m) right-hand side."""
     n = a.shape[-1]
     if n > _MAX_ELIMINATION:
         return jnp.linalg.solve(a, b)
+    rhs = b if b.ndim == 2 else b[:, None]
     rows = jnp.arange(n)
 
     def eliminate(k, aug):  # Gauss-Jordan: after step k, column k is the k-th unit vector
@@ -34,5 +35,11 @@ def solve(a, b):
         return aug.at[k].set(row)
 
     # a loop, not unrolled: the compiled size stays constant in n
-    aug = jax.lax.fori_loop(0, n, eliminate, jnp.concatenate([a, b[:, None]], axis=1))
-    return aug[:, n]
+    aug = jax.lax.fori_loop(0, n, eliminate, jnp.concatenate([a, rhs], axis=1))
+    x = aug[:, n:]
+    return x if b.ndim == 2 else x[:, 0]
+
+
+def inverse(a):
+    """a⁻¹ of one small (n, n) matrix (one elimination against the identity)."""
+    return solve(a, jnp.eye(a.shape[-1], dtype=a.dtype))

@@ -1,6 +1,9 @@
-"""Bounded preconditioned Krylov solves (thesis §4.6.2, Fig. 15).
+"""Linear solves of the step: dense elimination for small systems, bounded preconditioned Krylov
+iterations on the block-sparse `Jacobian` for large ones (thesis §4.6.2, Fig. 15).
 
-Each runs at most `iterations` iterations (`loop.iterate`): a `lax.scan` of that static length
+`dense(n, "auto")` is the rule Newton's directions and the implicit gradients use by default:
+dense up to `DENSE_MAX` unknowns, Krylov above, so default settings scale with the number of
+bodies. Each Krylov solve runs at most `iterations` iterations (`loop.iterate`): a `lax.scan` of that static length
 by default, or with `early_exit` a `while_loop` that stops as soon as every scene of the batch
 has its residual below `rtol` times its initial value. Either way an iterate freezes once its
 residual is that small, and every division is guarded, so a batch under `vmap` runs in lock
@@ -17,8 +20,35 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from jaxcontact import linalg
 from jaxcontact.math import safe_div
 from jaxcontact.solvers import loop
+
+# Up to this many unknowns (16 bodies) a dense factorization of the assembled Jacobian is
+# cheaper than a Krylov solve; above it the O(n³) elimination loses (measured: see
+# docs/benchmarks/step_cost.md).
+DENSE_MAX = 96
+METHODS = ("auto", "dense", "krylov")
+
+
+def dense(n: int, method: str) -> bool:
+    """Whether a system of n unknowns is solved densely under `method`."""
+    return method == "dense" or (method == "auto" and n <= DENSE_MAX)
+
+
+def dense_solve(jacobian, rhs, transpose=False):
+    """J x = b (or Jᵀ x = b) by elimination of the assembled dense J."""
+    a = jacobian.dense()
+    return linalg.solve(a.T if transpose else a, rhs)
+
+
+def block_jacobi(jacobian, transpose=False):
+    """v ↦ D⁻¹ v with D the block diagonal of J (or of Jᵀ): the preconditioner of every
+    Krylov solve of the step."""
+    inverse = jacobian.block_diagonal().inverse()
+    if transpose:
+        inverse = inverse.transpose()
+    return inverse.apply
 
 
 def cg(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):

@@ -1,0 +1,184 @@
+"""Degrees of freedom of the step: blocks of rigid bodies (6 DOF) and particles (3 DOF).
+
+The step's unknown is one flat velocity vector u. Its layout is a sequence of blocks:
+
+    u = (v_1, ω_1, ..., v_N, ω_N, v̇_1, ..., v̇_P)      N rigid bodies, then P particles
+
+a rigid body's block is its linear and angular velocity (world frame, 6 DOF), a particle's its
+velocity (3 DOF). Everything that maps between this vector and per-body or per-element values
+lives here: splitting and joining u, the end-of-step configuration q+(u) = q- ⊕ Δt u
+(positions by x + Δt v, orientations by the exact exponential map; thesis Eq. 104-106), and
+gathering the blocks an element of a term touches into a `Local` view, with the world
+(block index -1) as a fixed block at the origin. Solver and assembly code never assume a
+block size: they ask the `Layout` for its groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxcontact.math import quat_integrate
+from jaxcontact.types import Array
+
+BODY_DOF = 6
+PARTICLE_DOF = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Static layout of u: `n_body` rigid blocks then `n_particle` particle blocks.
+
+    Attributes:
+      n_body: N, rigid bodies (6 DOF each: v, ω).
+      n_particle: P, particles (3 DOF each: v).
+    """
+
+    n_body: int
+    n_particle: int = 0
+
+    @property
+    def size(self) -> int:
+        """n = 6 N + 3 P, the length of u. Index n is the dropped slot of the world."""
+        return BODY_DOF * self.n_body + PARTICLE_DOF * self.n_particle
+
+    @property
+    def groups(self) -> tuple:
+        """((count, block size), ...) of the block groups, in the order of u."""
+        return ((self.n_body, BODY_DOF), (self.n_particle, PARTICLE_DOF))
+
+
+def split(u, layout: Layout):
+    """u (n,) -> (vel (N, 3), ang_vel (N, 3), particle_vel (P, 3))."""
+    rigid = u[:BODY_DOF * layout.n_body].reshape(layout.n_body, BODY_DOF)
+    return rigid[:, :3], rigid[:, 3:], u[BODY_DOF * layout.n_body:].reshape(-1, 3)
+
+
+def join(vel, ang_vel, particle_vel):
+    """The inverse of `split`: (N, 3), (N, 3), (P, 3) -> u (n,)."""
+    rigid = jnp.concatenate([vel, ang_vel], axis=-1).reshape(-1)
+    return jnp.concatenate([rigid, particle_vel.reshape(-1)])
+
+
+def velocity(state):
+    """u of a `State` (its current velocities)."""
+    return join(state.vel, state.ang_vel, state.particle_vel)
+
+
+def configuration(state, u, dt):
+    """q+(u): end-of-step (pos, quat, particle_pos) for velocities u."""
+    layout = Layout(state.pos.shape[0], state.particle_pos.shape[0])
+    vel, ang_vel, particle_vel = split(u, layout)
+    return (state.pos + dt * vel, quat_integrate(state.quat, ang_vel, dt),
+            state.particle_pos + dt * particle_vel)
+
+
+def dof_index(bodies, particles, layout: Layout):
+    """Indices into u of every DOF of each element, (E, 6 kb + 3 kp).
+
+    bodies (E, kb) and particles (E, kp) are block indices; a body index of -1 is the world,
+    whose DOFs map to the dropped slot n (a gather reads 0 there, a scatter discards it).
+    """
+    bodies = jnp.asarray(bodies, jnp.int32)
+    particles = jnp.asarray(particles, jnp.int32)
+    n = layout.size
+    rigid = BODY_DOF * bodies[..., None] + jnp.arange(BODY_DOF)[None, None, :]
+    rigid = jnp.where(bodies[..., None] < 0, n, rigid)
+    point = (BODY_DOF * layout.n_body + PARTICLE_DOF * particles[..., None]
+             + jnp.arange(PARTICLE_DOF)[None, None, :])
+    point = jnp.where(particles[..., None] < 0, n, point)
+    e = bodies.shape[0]
+    return jnp.concatenate([rigid.reshape(e, -1), point.reshape(e, -1)], axis=1)
+
+
+def gather(u, index):
+    """u at `index` (any shape), 0 at the dropped slot n."""
+    return jnp.concatenate([u, jnp.zeros((1,), u.dtype)])[index]
+
+
+def scatter(values, index, n):
+    """Σ of `values` into a vector of length n by `index` (same shape); slot n is dropped."""
+    flat = jax.ops.segment_sum(values.reshape(-1), index.reshape(-1), num_segments=n + 1)
+    return flat[:n]
+
+
+@struct.dataclass
+class Start:
+    """Start-of-step poses of the blocks of each element (gathered once per step).
+
+    Attributes:
+      pos:          (E, kb, 3) body positions (origin for the world).
+      quat:         (E, kb, 4) body orientations (identity for the world).
+      particle_pos: (E, kp, 3) particle positions.
+    """
+
+    pos: Array
+    quat: Array
+    particle_pos: Array
+
+
+def gather_start(state, bodies, particles) -> Start:
+    """The `Start` of elements touching `bodies` (E, kb) and `particles` (E, kp)."""
+    dtype = state.pos.dtype
+    pos = jnp.concatenate([state.pos, jnp.zeros((1, 3), dtype)])
+    quat = jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]], dtype)])
+    bodies = jnp.asarray(bodies, jnp.int32)   # -1 picks the appended world row
+    return Start(pos=pos[bodies], quat=quat[bodies],
+                 particle_pos=state.particle_pos[jnp.asarray(particles, jnp.int32)])
+
+
+@struct.dataclass
+class Local:
+    """One element's view of its blocks at the end of the step (a world side: the origin, at
+    rest). This is what a term's local function sees (`scene.add_energy` documents it).
+
+    Attributes:
+      pos (kb, 3), quat (kb, 4), vel (kb, 3), ang_vel (kb, 3): the element's bodies.
+      particle_pos (kp, 3), particle_vel (kp, 3): its particles.
+    """
+
+    pos: Array
+    quat: Array
+    vel: Array
+    ang_vel: Array
+    particle_pos: Array
+    particle_vel: Array
+
+
+def local(start: Start, x, dt) -> Local:
+    """The `Local` of one element for its local velocity vector x (6 kb + 3 kp,)."""
+    kb = start.pos.shape[0]
+    rigid = x[:BODY_DOF * kb].reshape(kb, BODY_DOF)
+    particle_vel = x[BODY_DOF * kb:].reshape(-1, 3)
+    return Local(pos=start.pos + dt * rigid[:, :3],
+                 quat=quat_integrate(start.quat, rigid[:, 3:], dt),
+                 vel=rigid[:, :3], ang_vel=rigid[:, 3:],
+                 particle_pos=start.particle_pos + dt * particle_vel,
+                 particle_vel=particle_vel)
+
+
+def local_size(kb: int, kp: int) -> int:
+    """Length of the local velocity vector of an element with kb bodies and kp particles."""
+    return BODY_DOF * kb + PARTICLE_DOF * kp
+
+
+def slots(kb: int, kp: int) -> tuple:
+    """Static (group, offset, size) of each block of an element, in local order."""
+    return (tuple((0, BODY_DOF * i, BODY_DOF) for i in range(kb))
+            + tuple((1, BODY_DOF * kb + PARTICLE_DOF * i, PARTICLE_DOF) for i in range(kp)))
+
+
+def block_ids(bodies, particles):
+    """Group-relative block index of each slot, (E, kb + kp) (-1 for the world)."""
+    return jnp.concatenate([jnp.asarray(bodies, jnp.int32), jnp.asarray(particles, jnp.int32)],
+                           axis=1)
+
+
+def as_table(values, width: int) -> np.ndarray:
+    """A static (E, width) int table from a sequence of rows (width 0 gives (E, 0))."""
+    table = np.asarray(values, dtype=np.int32)
+    return table.reshape(-1, width) if table.size else np.zeros((0, width), np.int32)

@@ -1,0 +1,151 @@
+"""How gradients flow through a solve: implicit differentiation (the only gradient rules of the
+library) or unrolling, as objects a solver carries and `step` calls.
+
+For the solution u*(θ) of g(u; θ) = 0 (g = ∂Φ/∂u, `Problem.gradient`), with J = ∂g/∂u at u*:
+
+    reverse:  Jᵀ λ = ū,   θ̄ = -(∂g/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
+    forward:  J u̇ = -(∂g/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
+
+J is the exact, block-sparse Jacobian of the step (`Problem.linearize`): factored densely for
+small systems, or solved by BiCGSTAB on its products with a block-Jacobi preconditioner for
+large ones (`linear`: "auto" picks by size). The forward rule solves through
+`lax.custom_linear_solve`, which JAX can transpose, so `jax.grad` works in forward mode too.
+Solvers never see these rules: `solve` runs the solver on stop-gradient inputs and attaches
+the rule to its answer, whose primal is the identity on u*. The memory kept per solve is u*
+and θ, whatever the iteration count. `Unrolled` instead differentiates through every
+iteration (for testing). `problem` holds global functions: arrays closed over by them would
+be invisible to the rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from jaxcontact import linalg
+from jaxcontact.solvers import linear
+
+AD_MODES = ("vjp", "jvp", "unrolled")
+MODES = ("reverse", "forward")
+
+
+@dataclasses.dataclass(frozen=True)
+class Implicit:
+    """Implicit gradients of each solve (the default).
+
+    Attributes:
+      mode: "reverse" (a `custom_vjp`: one transposed solve per step) or "forward" (a
+        `custom_jvp` for `jax.jvp` / `jax.jacfwd`, e.g. Gauss-Newton; reverse mode works by
+        transposition).
+      linear: "auto" (dense up to `linear.DENSE_MAX` unknowns, else Krylov), "dense",
+        "krylov" (BiCGSTAB, block-Jacobi preconditioned, no n x n matrix).
+      iterations: most BiCGSTAB iterations of a Krylov solve.
+      rtol: relative residual at which the Krylov solve stops.
+      early_exit: stop the Krylov loop at rtol (a while loop) instead of running all
+        `iterations` masked; reverse mode then cannot differentiate it a second time.
+    """
+
+    mode: str = "reverse"
+    linear: str = "auto"
+    iterations: int = 100
+    rtol: float = 1e-12
+    early_exit: bool = False
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.linear not in linear.METHODS:
+            raise ValueError(f"linear must be one of {linear.METHODS}, got {self.linear!r}")
+        if (isinstance(self.iterations, bool) or not isinstance(self.iterations, numbers.Integral)
+                or self.iterations < 1):
+            raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
+        if not isinstance(self.early_exit, bool):
+            raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
+
+    def solve(self, solver, problem, u0, args):
+        """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
+        u, stats = solver.solve(problem, jax.lax.stop_gradient(u0),
+                                jax.lax.stop_gradient(args))
+        settings = dataclasses.replace(self, early_exit=self.early_exit
+                                       or solver.loops_exit_early)
+        return solution(problem, u, args, settings), stats
+
+
+@dataclasses.dataclass(frozen=True)
+class Unrolled:
+    """Differentiate through every iteration of the solve (for testing: memory and cost grow
+    with the iteration count, and the loops always run as scans)."""
+
+    def solve(self, solver, problem, u0, args):
+        return solver.solve(problem, u0, args)
+
+
+def from_settings(ad: str, method: str):
+    """The adjoint object of the `ad=` / `adjoint=` shorthand of a solver."""
+    if ad == "unrolled":
+        return Unrolled()
+    return Implicit(mode="forward" if ad == "jvp" else "reverse", linear=method)
+
+
+def _operator(jac, settings, transpose):
+    """b ↦ J⁻¹ b (or J⁻ᵀ b) for the assembled `Jacobian` J, dense or Krylov."""
+    if linear.dense(jac.size, settings.linear):
+        a = jac.dense()
+        a = a.T if transpose else a
+        return lambda b: linalg.solve(a, b)
+    matvec = jac.rmatvec if transpose else jac.matvec
+    precond = linear.block_jacobi(jac, transpose)
+    return lambda b: linear.bicgstab(matvec, precond, b, settings.iterations, settings.rtol,
+                                     settings.early_exit)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 3))
+def _reverse(problem, u_star, args, settings):
+    return u_star
+
+
+def _reverse_fwd(problem, u_star, args, settings):
+    return u_star, (u_star, args)
+
+
+def _reverse_bwd(problem, settings, saved, u_bar):
+    u_star, args = saved
+    _, jac = problem.linearize(u_star, args, "exact")
+    lam = _operator(jac, settings, transpose=True)(u_bar)
+    _, pullback = jax.vjp(lambda a: problem.gradient(u_star, a), args)
+    (args_bar,) = pullback(-lam)
+    # u* was found from a stop-gradient guess: the solution does not depend on it
+    return jnp.zeros_like(u_star), args_bar
+
+
+_reverse.defvjp(_reverse_fwd, _reverse_bwd)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0, 3))
+def _forward(problem, u_star, args, settings):
+    return u_star
+
+
+@_forward.defjvp
+def _forward_rule(problem, settings, primals, tangents):
+    u_star, args = primals
+    _, args_dot = tangents
+    _, g_dot = jax.jvp(lambda a: problem.gradient(u_star, a), (args,), (args_dot,))
+    _, jac = problem.linearize(u_star, args, "exact")
+    solve = _operator(jac, settings, transpose=False)
+    solve_t = _operator(jac, settings, transpose=True)
+    u_dot = jax.lax.custom_linear_solve(jac.matvec, -g_dot, solve=lambda _, b: solve(b),
+                                        transpose_solve=lambda _, b: solve_t(b))
+    return u_star, u_dot
+
+
+def solution(problem, u_star, args, settings: Implicit):
+    """u_star, differentiable in `args` by the implicit function theorem."""
+    u_star = jax.lax.stop_gradient(u_star)
+    if settings.mode == "reverse":
+        return _reverse(problem, u_star, args, settings)
+    return _forward(problem, u_star, args, settings)

@@ -1,0 +1,511 @@
+"""Terms: everything physical in a step, declared once, and the generic assembly of the step.
+
+A term (gravity, a contact collider, a joint kind, a spring, a motor, an attachment, a user
+energy; later FEM elements and cloth triangles) is a static object that declares
+
+  - which blocks of degrees of freedom each of its E elements touches: kb bodies and kp
+    particles (`Elements.bodies` (E, kb), `Elements.particles` (E, kp); body -1 = world),
+    decided once by `Scene.build` or, for contact candidates, by the broad phase of the step;
+  - its parameters per element (`Elements.params`, leaves with leading axis E gathered from
+    `Model` leaves, so they are differentiable) and parameters its elements share;
+  - a local function of ONE element: its contribution Ψ to the step's potential directly
+    (`EnergyTerm.potential`), or constraint rows (`RowTerm.rows`: errors e(x, x̄) with a
+    stiffness and a row kind), from which Ψ = Σ_j ψ_kind(e_j) is derived here.
+
+x is the element's `dofs.Local` view at the end of the step for the velocities u being
+solved for, x̄ the same for the lagged iterate ū (dissipation uses the contact frame and
+friction bound of ū, thesis Eq. 132). The step's potential (thesis Eq. 104-106; ADD Sec. 3):
+
+    Φ(u; ū) = 1/2 (u - ũ)ᵀ M (u - ũ) + Σ_terms Σ_elements Ψ_e(x_e(u), x̄_e(ū))
+
+Everything a solver needs is derived from it by gather → vmap(local) → scatter, here and
+nowhere else: Φ (the merit function), the residual ∇Φ(u; u), the exact Jacobian (local
+Jacobians of each element's gradient, lag terms included, assembled block-sparse), the
+symmetric Hessian of Φ(·; ū), Gauss-Newton blocks Gᵀ ψ'' G, the constraint rows Dual
+projects by kind, and the rounding level of the residual. No law is written twice: a row
+term's energy *is* its rows' laws.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxcontact import dofs
+from jaxcontact.math import safe_sqrt, world_inertia, world_inertia_inv
+from jaxcontact.problem import BlockDiagonal, Jacobian, Problem, RowBlock
+from jaxcontact.types import Array
+
+BILATERAL, UNILATERAL, DISC = "bilateral", "unilateral", "disc"
+
+
+# --- row laws ------------------------------------------------------------------------------
+
+def bilateral_energy(e, s, bound):
+    """ψ = s/2 e²: an equality row in compliance form (thesis Eq. 117), λ = -s e."""
+    del bound
+    return 0.5 * s * e * e
+
+
+def unilateral_energy(e, s, bound):
+    """ψ = s/2 min(e, 0)²: a one-sided row (contact, cable, limit), λ = max(-s e, 0)."""
+    del bound
+    low = jnp.minimum(e, 0.0)
+    return 0.5 * s * low * low
+
+
+def disc_energy(z, s, bound):
+    """ψ(z = |e|²) = s/2 z inside s|e| < R, R|e| - R²/(2 s) outside (R = bound): the relaxed
+    Coulomb potential of thesis Eq. 132-133 in row form, whose multiplier is -s e projected
+    onto the disc |λ| <= R (Eq. 123). Smooth in z at e = 0; R = 0 gives no force."""
+    stick = z < (bound / s) ** 2
+    # strict: with R = 0 there is no stick stiffness either; the slip branch then sees z = 0
+    # only through safe_sqrt, which is finite there
+    slip = bound * safe_sqrt(jnp.where(stick, 1.0, z)) - bound * bound / (2.0 * s)
+    return jnp.where(stick, 0.5 * s * z, slip)
+
+
+@struct.dataclass
+class RowGroup:
+    """c rows of ONE element with one law (what `RowTerm.rows` returns, per element).
+
+    Scalar rows: error (c,), energy Σ ψ(e, s, bound). Pair rows (friction): error (c, 2),
+    energy Σ ψ(z = |e|², s, bound), isotropic in the pair.
+
+    Attributes:
+      error:     (c,) or (c, 2) row errors e(x, x̄).
+      stiffness: (c,) s: the multiplier is λ = -s e on the quadratic part of the law.
+      bound:     (c,) law parameter (the disc radius R of friction pairs).
+      cone:      (c,) "disc": radius per unit multiplier of the partner row (μ Δt).
+      law:       static ψ (a module-level function).
+      kind:      static "bilateral", "unilateral", "disc" (compliance forms Dual projects),
+                 or "" (a law without one: Dual refuses the term).
+      partner:   static, "disc": index in the element's tuple of groups of the unilateral
+                 group whose multipliers bound the disc.
+      pair:      static, pair rows.
+    """
+
+    error: Array
+    stiffness: Array
+    bound: Array
+    cone: Array
+    law: Callable = struct.field(pytree_node=False)
+    kind: str = struct.field(pytree_node=False, default="")
+    partner: int = struct.field(pytree_node=False, default=-1)
+    pair: bool = struct.field(pytree_node=False, default=False)
+
+    def energy(self, irls=0.0):
+        """Σ ψ of the group. With weight `irls` = w > 0, pair laws ψ(z) become
+        (1 - w) ψ(z) + w ψ'(z₀) z, z₀ held at the point of evaluation: the iteratively
+        reweighted quadratic has the same gradient there, but the curvature ψ'/|e| in every
+        tangent direction instead of the exact one, which is zero along the slip (thesis
+        Eq. 136 makes the same choice)."""
+        if not self.pair:
+            return jnp.sum(self.law(self.error, self.stiffness, self.bound))
+        z = jnp.sum(self.error * self.error, axis=-1)
+        exact = jnp.sum(self.law(z, self.stiffness, self.bound))
+        if isinstance(irls, float) and irls == 0.0:
+            return exact
+        slope = jax.vmap(jax.grad(self.law))(jax.lax.stop_gradient(z), self.stiffness,
+                                             self.bound)
+        return (1.0 - irls) * exact + irls * jnp.sum(slope * z)
+
+    def curvature(self):
+        """Gauss-Newton curvature per row (c,): ψ''(e), or for pairs 2 ∂ψ/∂z (isotropic;
+        thesis Eq. 131 and 136)."""
+        if self.pair:
+            z = jnp.sum(self.error * self.error, axis=-1)
+            return 2.0 * jax.vmap(jax.grad(self.law))(z, self.stiffness, self.bound)
+        return jax.vmap(jax.grad(jax.grad(self.law)))(self.error, self.stiffness, self.bound)
+
+
+def _zeros(s):
+    return jnp.zeros_like(s)
+
+
+def bilateral(error, stiffness) -> RowGroup:
+    """Equality rows s/2 e²."""
+    return RowGroup(error, stiffness, _zeros(stiffness), _zeros(stiffness),
+                    law=bilateral_energy, kind=BILATERAL)
+
+
+def unilateral(error, stiffness) -> RowGroup:
+    """One-sided rows s/2 min(e, 0)²."""
+    return RowGroup(error, stiffness, _zeros(stiffness), _zeros(stiffness),
+                    law=unilateral_energy, kind=UNILATERAL)
+
+
+def disc(error, stiffness, bound, cone, partner) -> RowGroup:
+    """Friction pairs (c, 2) with the relaxed Coulomb law, bounded by R = `bound` (primal) or
+    cone λ_partner (Dual)."""
+    return RowGroup(error, stiffness, bound, cone, law=disc_energy, kind=DISC,
+                    partner=partner, pair=True)
+
+
+def custom(error, stiffness, law, bound=None, pair=False) -> RowGroup:
+    """Rows with a law ψ(e or z, s, bound) that has no compliance form."""
+    bound = _zeros(stiffness) if bound is None else bound
+    return RowGroup(error, stiffness, bound, _zeros(stiffness), law=law, pair=pair)
+
+
+# --- terms ---------------------------------------------------------------------------------
+
+@struct.dataclass
+class Elements:
+    """The per-step data of a term's E elements (computed once per step, differentiable).
+
+    Attributes:
+      bodies:    (E, kb) int body indices (-1 = world).
+      particles: (E, kp) int particle indices.
+      start:     `dofs.Start`, the poses of those blocks at the start of the step.
+      params:    pytree of per-element parameters, leading axis E.
+      shared:    pytree of parameters common to all elements (no leading axis).
+      index:     (E, 6 kb + 3 kp) DOF indices into u (filled in by `prepare`).
+    """
+
+    bodies: Array
+    particles: Array
+    start: dofs.Start
+    params: Any
+    shared: Any = None
+    index: Any = None
+
+
+class Term:
+    """Base of every term (module docstring). Subclasses are frozen dataclasses: static and
+    hashable, they live in `Model.terms`.
+
+    Class attributes:
+      name: what error messages call the term.
+      n_bodies, n_particles: kb and kp, the blocks of one element.
+      linear: Ψ is linear in u (gravity): `free_flight` folds it into ũ.
+      stages: shared per-step computations (`Stage`) the term's `elements` needs.
+      reports_gaps: the term is a contact: `gaps` gives its rows' gaps for `StepInfo`.
+    """
+
+    name: str = "term"
+    n_bodies: int = 0
+    n_particles: int = 0
+    linear: bool = False
+    stages: tuple = ()
+    reports_gaps: bool = False
+
+    def elements(self, model, state, control, stages) -> Elements:
+        """Blocks, start poses and parameters of the elements for the step at `state`."""
+        raise NotImplementedError
+
+    def potential(self, x, lag, params, shared, dt, irls=0.0):
+        """Ψ of one element (x, lag: `dofs.Local`); `irls`: weight of reweighted friction."""
+        raise NotImplementedError
+
+    def without_rows(self) -> str | None:
+        """Why the term has no compliance form for Dual, or None if it has one."""
+        return f"{self.name} is an energy without constraint rows"
+
+    def gaps(self, x, params, shared):
+        """Contact gaps (c,) of one element at x (contact terms only)."""
+        raise NotImplementedError
+
+
+class RowTerm(Term):
+    """A term given by constraint rows: `rows(x, lag, params, shared, dt)` returns a tuple of
+    `RowGroup` per element; its potential is the sum of its rows' laws."""
+
+    def rows(self, x, lag, params, shared, dt) -> tuple:
+        raise NotImplementedError
+
+    def potential(self, x, lag, params, shared, dt, irls=0.0):
+        return sum(g.energy(irls) for g in self.rows(x, lag, params, shared, dt))
+
+    def without_rows(self) -> str | None:
+        return None
+
+
+class EnergyTerm(Term):
+    """A term given by its local potential Ψ(x, x̄, params, shared, dt) directly."""
+
+
+class Stage:
+    """A shared per-step computation (the broad phase), run once per step for all the terms
+    that list it in `stages`. A result with an `overflow` flag is reported in `StepInfo`."""
+
+    def __call__(self, model, state):
+        raise NotImplementedError
+
+
+# --- the step's context ----------------------------------------------------------------------
+
+@struct.dataclass
+class Context:
+    """What the step's problem needs that does not depend on u, computed once per step.
+
+    It is a function of (model, state, control) and reaches the solvers inside their args, so
+    implicit gradients flow to model, state and control through it by ordinary autodiff.
+
+    Attributes:
+      elements: tuple of `Elements`, one per term of `model.terms`.
+      mass:     `BlockDiagonal` mass of the step: diag(m I₃, R I Rᵀ) per body (world frame
+                at the start of the step), m I₃ per particle.
+      u_free:   (n,) ũ: velocities after an explicit step of the control forces and the
+                gyroscopic torque (gravity is a term).
+      overflow: () bool, a stage dropped candidates (`jc.BroadPhase`).
+    """
+
+    elements: tuple
+    mass: BlockDiagonal
+    u_free: Array
+    overflow: Array
+
+
+def layout(model) -> dofs.Layout:
+    return dofs.Layout(model.n_body, model.n_particle)
+
+
+def mass_blocks(model, state) -> BlockDiagonal:
+    """The step's mass: diag(m I₃, R diag(I) Rᵀ) per body, m I₃ per particle."""
+    dtype = state.pos.dtype
+    eye = jnp.eye(3, dtype=dtype)[None]
+    rigid = jnp.zeros((model.n_body, 6, 6), dtype)
+    rigid = rigid.at[:, :3, :3].set(model.body.mass[:, None, None] * eye)
+    rigid = rigid.at[:, 3:, 3:].set(world_inertia(state.quat, model.body.inertia))
+    return BlockDiagonal((rigid, model.particle.mass[:, None, None] * eye))
+
+
+def prepare(model, state, control) -> Context:
+    """The u-independent part of the step's problem: mass, ũ, and every term's elements
+    (each shared stage, e.g. the broad phase, runs once)."""
+    mass = mass_blocks(model, state)
+    inertia = mass.blocks[0][:, 3:, 3:]
+    vel = state.vel + model.dt * control.force / model.body.mass[:, None]
+    torque = control.torque - jnp.cross(state.ang_vel,
+                                        jnp.einsum("nij,nj->ni", inertia, state.ang_vel))
+    inverse = world_inertia_inv(state.quat, model.body.inertia)
+    ang_vel = state.ang_vel + model.dt * jnp.einsum("nij,nj->ni", inverse, torque)
+    u_free = dofs.join(vel, ang_vel, state.particle_vel)
+    results, overflow = {}, jnp.zeros((), bool)
+    for term in model.terms:
+        for stage in term.stages:
+            if stage not in results:
+                results[stage] = stage(model, state)
+                overflow = overflow | getattr(results[stage], "overflow", False)
+    elements = []
+    for term in model.terms:
+        el = term.elements(model, state, control, results)
+        elements.append(el.replace(index=dofs.dof_index(el.bodies, el.particles,
+                                                          layout(model))))
+    return Context(elements=tuple(elements), mass=mass, u_free=u_free, overflow=overflow)
+
+
+# --- generic assembly (every function takes args = (model, ctx) last) -------------------------
+
+def _psi(term, dt, irls=0.0):
+    """Ψ(x_e, x̄_e, start, params, shared) of one element, from local velocity vectors."""
+    def psi(x, lag, start, params, shared):
+        return term.potential(dofs.local(start, x, dt), dofs.local(start, lag, dt), params,
+                              shared, dt, irls)
+    return psi
+
+
+def _each(fn, el: Elements, *per_element):
+    """vmap of fn over the elements: fn(*per_element, start, params, shared)."""
+    axes = (0,) * len(per_element) + (0, 0, None)
+    return jax.vmap(fn, in_axes=axes)(*per_element, el.start, el.params, el.shared)
+
+
+def kinetic(u, ctx: Context):
+    du = u - ctx.u_free
+    return 0.5 * jnp.dot(du, ctx.mass.apply(du))
+
+
+def merit(u, u_lag, args, irls=0.0):
+    """Φ(u; ū) (module docstring): the solvers' merit function (scalar)."""
+    model, ctx = args
+    total = kinetic(u, ctx)
+    for term, el in zip(model.terms, ctx.elements):
+        values = _each(_psi(term, model.dt, irls), el, dofs.gather(u, el.index),
+                       dofs.gather(u_lag, el.index))
+        total = total + jnp.sum(values)
+    return total
+
+
+def gradient(u, args):
+    """g(u) = ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities."""
+    return jax.grad(merit)(u, u, args)
+
+
+def residual(u, args):
+    """M⁻¹ g(u): the residual in units of velocity (m/s, rad/s)."""
+    return args[1].mass.solve(gradient(u, args))
+
+
+MODES = ("exact", "lagged")
+
+
+def _assembled(model, ctx, local) -> Jacobian:
+    return Jacobian(ctx.mass, tuple(local), tuple(el.index for el in ctx.elements),
+                    tuple(dofs.block_ids(el.bodies, el.particles) for el in ctx.elements),
+                    tuple(dofs.slots(t.n_bodies, t.n_particles) for t in model.terms),
+                    layout(model).size)
+
+
+def linearize(u, args, mode="exact", irls=0.0):
+    """g(u) and a Jacobian of it, assembled block-sparse from per-element local Jacobians.
+
+    mode "exact": the exact Jacobian of g, lag terms included (in general not symmetric);
+    "lagged": the symmetric Hessian of Φ(·; ū) at ū = u (no lag terms). Friction pairs are
+    reweighted by the weight `irls` (0: exact; see `RowGroup.energy`).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    model, ctx = args
+    n = layout(model).size
+    g = ctx.mass.apply(u - ctx.u_free)
+    local = []
+    for term, el in zip(model.terms, ctx.elements):
+        psi = _psi(term, model.dt, irls)
+
+        def element(x, start, params, shared, psi=psi):
+            def grad_at(y):
+                lag = jax.lax.stop_gradient(x) if mode == "lagged" else y
+                return jax.grad(psi)(y, lag, start, params, shared)
+            return grad_at(x), jax.jacfwd(grad_at)(x)
+
+        g_e, j_e = _each(element, el, dofs.gather(u, el.index))
+        g = g + dofs.scatter(g_e, el.index, n)
+        local.append(j_e)
+    return g, _assembled(model, ctx, local)
+
+
+def _term_rows(term, el: Elements, u, dt):
+    """The rows of one row term at u (lag ū = u): per group, errors, local Jacobians
+    G = ∂e/∂x with the lag frozen, stiffnesses, cones and curvatures."""
+    def groups_at(x, lag, start, params, shared):
+        return term.rows(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared,
+                         dt)
+
+    def element(x, start, params, shared):
+        groups = groups_at(x, x, start, params, shared)
+        jac = jax.jacfwd(lambda y: tuple(g.error for g in groups_at(y, x, start, params,
+                                                                    shared)))(x)
+        return groups, jac, tuple(g.curvature() for g in groups)
+
+    return _each(element, el, dofs.gather(u, el.index))
+
+
+def rows(u, args) -> tuple:
+    """Every row term's rows at u: a flat tuple of `RowBlock` (partners as flat indices)."""
+    model, ctx = args
+    out = []
+    for term, el in zip(model.terms, ctx.elements):
+        if not isinstance(term, RowTerm):
+            continue
+        groups, jacs, curvatures = _term_rows(term, el, u, model.dt)
+        base, blocks = len(out), dofs.block_ids(el.bodies, el.particles)
+        slots = dofs.slots(term.n_bodies, term.n_particles)
+        for g, jac, curvature in zip(groups, jacs, curvatures):
+            out.append(RowBlock(error=g.error, jac=jac, stiffness=g.stiffness,
+                                curvature=curvature, cone=g.cone, index=el.index,
+                                blocks=blocks, slots=slots, kind=g.kind,
+                                partner=base + g.partner if g.partner >= 0 else -1,
+                                pair=g.pair, term=term.name))
+    return tuple(out)
+
+
+def gauss_newton(u, args) -> Jacobian:
+    """M + Σ_e Gᵀ diag(c) G over row terms (c the rows' Gauss-Newton curvatures) + the local
+    Hessians of Φ(·; ū) of energy terms: the symmetric model of the step's Hessian that
+    primal preconditioners use (thesis Eq. 115-116, 131, 136)."""
+    model, ctx = args
+    local = []
+    for term, el in zip(model.terms, ctx.elements):
+        if isinstance(term, RowTerm):
+            _, jacs, curvatures = _term_rows(term, el, u, model.dt)
+            total = 0.0
+            for jac, c in zip(jacs, curvatures):
+                flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
+                weight = jnp.repeat(c, flat.shape[1] // c.shape[1], axis=1)
+                total = total + jnp.einsum("eri,er,erj->eij", flat, weight, flat)
+            local.append(total)
+            continue
+        psi = _psi(term, model.dt, irls=1.0)
+
+        def hessian(x, start, params, shared, psi=psi):
+            return jax.hessian(psi)(x, jax.lax.stop_gradient(x), start, params, shared)
+
+        local.append(_each(hessian, el, dofs.gather(u, el.index)))
+    return _assembled(model, ctx, local)
+
+
+def mass(args) -> BlockDiagonal:
+    return args[1].mass
+
+
+def free_flight(args):
+    """ũ plus the impulse of the terms linear in u (gravity): where the step goes without any
+    other term (the start of thesis Algorithms 2 and 3)."""
+    model, ctx = args
+    linear = [(t, el) for t, el in zip(model.terms, ctx.elements) if t.linear]
+    if not linear:
+        return ctx.u_free
+
+    def linear_potential(u):
+        total = 0.0
+        for term, el in linear:
+            x = dofs.gather(u, el.index)
+            total = total + jnp.sum(_each(_psi(term, model.dt), el, x, x))
+        return total
+
+    return ctx.u_free - ctx.mass.solve(jax.grad(linear_potential)(jnp.zeros_like(ctx.u_free)))
+
+
+def rounding(u, args):
+    """Rounding noise of M⁻¹ g at u, per DOF: the machine epsilon times M⁻¹ of the sum of the
+    magnitudes of everything g adds up (inertia and every element's gradient). A residual
+    below a small multiple of it is as converged as the arithmetic allows."""
+    model, ctx = args
+    n = layout(model).size
+    total = jnp.abs(ctx.mass.apply(u)) + jnp.abs(ctx.mass.apply(ctx.u_free))
+    for term, el in zip(model.terms, ctx.elements):
+        x = dofs.gather(u, el.index)
+        g_e = _each(jax.grad(_psi(term, model.dt)), el, x, x)
+        total = total + dofs.scatter(jnp.abs(g_e), el.index, n)
+    return jnp.finfo(u.dtype).eps * jnp.abs(ctx.mass.solve(total))
+
+
+def largest_rotation(du, args):
+    """max over bodies of Δt |Δω|: the largest change of orientation (rad) that a velocity
+    change du makes over the step (the size of a Newton increment in configuration)."""
+    model, _ = args
+    _, ang_vel, _ = dofs.split(du, layout(model))
+    return model.dt * jnp.max(jnp.sqrt(jnp.sum(ang_vel * ang_vel, axis=-1)), initial=0.0)
+
+
+def contact_gaps(u, args):
+    """Gaps of every contact row (flat) at the end of the step for velocities u."""
+    model, ctx = args
+    out = []
+    for term, el in zip(model.terms, ctx.elements):
+        if not term.reports_gaps:
+            continue
+
+        def gaps(x, start, params, shared, term=term):
+            return term.gaps(dofs.local(start, x, model.dt), params, shared)
+
+        out.append(_each(gaps, el, dofs.gather(u, el.index)).reshape(-1))
+    return jnp.concatenate(out) if out else jnp.zeros((0,), u.dtype)
+
+
+def check_rows(model) -> None:
+    """ValueError unless every term of `model` has a compliance form (what Dual needs)."""
+    reasons = [r for r in (t.without_rows() for t in model.terms) if r]
+    if reasons:
+        raise ValueError("solver Dual needs every term in compliance form (constraint rows); "
+                         + "; ".join(reasons))
+
+
+PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, linearize=linearize,
+                  gauss_newton=gauss_newton, rows=rows, mass=mass, start=free_flight,
+                  rounding=rounding, rotation=largest_rotation)
