@@ -397,6 +397,7 @@ class ParticleBody(ContactTerm):
     capacity: int = 0
     sweep: object = None    # the broad-phase `Stage` (with pairs = ())
     n_vertices: int = 0
+    n_bodies = 1
     n_particles = 1
     side_a = ("particle", 0)
     side_b = ("body", 0)

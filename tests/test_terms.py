@@ -1,0 +1,218 @@
+"""The generic assembly of the step's problem (`jaxcontact.terms`) against autodiff of its merit.
+
+One small mixed scene exercises every kind of element at once: a box sliding and spinning on a
+plane with friction (4 corner contacts), a sphere on the plane, a particle sliding on the
+plane, a ball joint between the box and the sphere, a spring from the sphere to the world and
+attachments of the particle to both bodies (elements mixing rigid and particle blocks; they
+also exclude the particle-body contact pairs, whose colliders would double the compile time).
+Everything is evaluated at velocities u that are not the step's solution (the state's
+velocities perturbed, pressed into the plane so that every contact is active and slipping):
+
+  - g(u) = ∂Φ(u; ū)/∂u at ū = u, and it matches finite differences of Φ with ū held;
+  - the "exact" Jacobian is ∂g/∂u, lag terms included (= jacfwd of g: H_uu + H_uū);
+  - the "lagged" Jacobian is the symmetric Hessian H_uu of Φ(·; ū);
+  - `Jacobian.matvec` / `rmatvec` / `block_diagonal` agree with `dense()`;
+  - the Gauss-Newton model is symmetric positive semi-definite and >= M;
+  - residual = M⁻¹ g; free flight = ũ + Δt gravity on the linear DOFs.
+
+Everything is computed by ONE jitted function (compilation dominates the cost of this file).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcontact as jc
+from jaxcontact import dofs, terms
+
+jax.config.update("jax_enable_x64", True)   # tests/conftest.py does it too
+
+DT = 0.005
+G = np.array([0.0, 0.0, -9.81])
+MASSES = {"box": 1.0, "sphere": 0.5, "particle": 0.1}
+
+
+def _scene():
+    scene = jc.Scene(dt=DT, friction=0.5, stiffness=1e4, damping=50.0)
+    scene.add_plane(friction=0.7)
+    box = scene.add_box(0.1, MASSES["box"], pos=(0.0, 0.0, 0.099), vel=(0.8, 0.1, 0.0),
+                        ang_vel=(0.0, 0.0, 1.0))
+    sphere = scene.add_sphere(0.05, MASSES["sphere"], pos=(0.3, 0.0, 0.0495),
+                              vel=(-0.3, 0.2, 0.0), ang_vel=(1.0, 0.0, 0.0))
+    particle = scene.add_particle(MASSES["particle"], (-0.3, 0.0, 0.0195),
+                                  vel=(0.5, -0.4, 0.0), radius=0.02)
+    scene.attach(particle, box, stiffness=300.0, damping=0.5)
+    scene.attach(particle, sphere, stiffness=100.0)
+    scene.add_joint("ball", box, sphere, anchor=(0.2, 0.0, 0.05), stiffness=500.0,
+                    damping=0.1)
+    scene.add_spring(sphere, -1, stiffness=200.0, anchor_b=(0.3, 0.3, 0.3), rest_length=0.2)
+    return scene.build(dtype=jnp.float64)
+
+
+def _point(state, n):
+    """A u that is not the solution: the state's velocities perturbed, vertical velocities
+    pressing into the plane (every contact active at the end of the step)."""
+    u = dofs.velocity(state) + 0.2 * jax.random.normal(jax.random.PRNGKey(0), (n,),
+                                                         jnp.float64)
+    vel, ang_vel, particle_vel = dofs.split(u, dofs.Layout(state.pos.shape[0],
+                                                           state.particle_pos.shape[0]))
+    return dofs.join(vel.at[:, 2].set(-0.05), ang_vel, particle_vel.at[:, 2].set(-0.05))
+
+
+@jax.jit
+def _evaluate(u, v, w, args):
+    """Everything the tests compare, at u; v and w are probe vectors."""
+    merit = terms.merit
+
+    def g_lag(x, lag):
+        return jax.grad(merit)(x, lag, args)
+
+    g_exact, jac = terms.linearize(u, args, "exact")
+    g_lagged, lagged = terms.linearize(u, args, "lagged")
+    gn = terms.gauss_newton(u, args)
+    h_uu, h_ulag = jax.jacfwd(g_lag, argnums=(0, 1))(u, u)
+    step = 1e-6
+    out = {
+        "g": terms.gradient(u, args), "g_ref": g_lag(u, u + 0.0),
+        "g_exact": g_exact, "g_lagged": g_lagged,
+        "merit_plus": merit(u + step * v, u, args), "merit_minus": merit(u - step * v, u, args),
+        "step": step, "residual": terms.residual(u, args), "free": terms.free_flight(args),
+        "u_free": args[1].u_free, "mass": args[1].mass.dense(),
+        "gaps": terms.contact_gaps(u, args), "jacfwd": h_uu + h_ulag, "hessian": h_uu,
+    }
+    for name, matrix in (("exact", jac), ("lagged", lagged), ("gn", gn)):
+        out[name] = matrix.dense()
+        out[name + "_mv"] = matrix.matvec(w)
+        out[name + "_rmv"] = matrix.rmatvec(w)
+        out[name + "_bd"] = matrix.block_diagonal().dense()
+    return out
+
+
+@pytest.fixture(scope="module")
+def ev():
+    model, state = _scene()
+    control = jc.Control.zeros(model.n_body, model.n_motor, dtype=jnp.float64)
+    ctx = jax.jit(terms.prepare)(model, state, control)
+    n = terms.layout(model).size
+    u = _point(state, n)
+    key_v, key_w = jax.random.split(jax.random.PRNGKey(1))
+    v = jax.random.normal(key_v, (n,), jnp.float64)
+    w = jax.random.normal(key_w, (n,), jnp.float64)
+    out = jax.tree.map(np.asarray, _evaluate(u, v, w, (model, ctx)))
+    return {**out, "u": np.asarray(u), "v": np.asarray(v), "w": np.asarray(w), "n": n,
+            "model": model, "state": state}
+
+
+def _close(a, b, rtol):
+    """|a - b| <= rtol max|b| elementwise (relative to the scale of the whole matrix)."""
+    scale = np.max(np.abs(b))
+    assert scale > 0
+    np.testing.assert_allclose(a, b, rtol=0, atol=rtol * scale)
+
+
+def _block_mask(n_body, n_particle):
+    sizes = [6] * n_body + [3] * n_particle
+    mask = np.zeros((sum(sizes),) * 2, bool)
+    start = 0
+    for s in sizes:
+        mask[start:start + s, start:start + s] = True
+        start += s
+    return mask
+
+
+# --- the evaluation point is a hard one ---------------------------------------------------------
+
+def test_point_has_active_contacts_and_is_not_the_solution(ev):
+    gaps = ev["gaps"]
+    # box: 4 bottom corners (of its 8 rows); the sphere; the particle
+    assert int(np.sum(gaps < 0.0)) == 6
+    assert np.max(np.abs(ev["residual"])) > 1e-2          # u is far from the step's solution
+    # friction is slipping and its lagged frame and bound matter: the exact Jacobian is not
+    # symmetric, so the exact and lagged checks below are different checks
+    asym = np.max(np.abs(ev["exact"] - ev["exact"].T))
+    assert asym > 1e-3 * np.max(np.abs(ev["exact"]))
+    assert np.max(np.abs(ev["exact"] - ev["lagged"])) > 1e-3 * np.max(np.abs(ev["exact"]))
+
+
+# --- gradient ------------------------------------------------------------------------------------
+
+def test_gradient_is_the_u_gradient_of_merit_with_lag_at_u(ev):
+    _close(ev["g"], ev["g_ref"], 1e-13)
+    _close(ev["g_exact"], ev["g"], 1e-12)       # linearize returns the same g
+    _close(ev["g_lagged"], ev["g"], 1e-12)
+
+
+def test_gradient_matches_finite_differences_of_merit(ev):
+    fd = (ev["merit_plus"] - ev["merit_minus"]) / (2.0 * ev["step"])
+    assert fd == pytest.approx(float(ev["g"] @ ev["v"]), rel=1e-6, abs=1e-9)
+
+
+# --- Jacobians -----------------------------------------------------------------------------------
+
+def test_exact_jacobian_is_jacfwd_of_gradient(ev):
+    _close(ev["exact"], ev["jacfwd"], 1e-8)
+
+
+def test_lagged_jacobian_is_the_symmetric_hessian_of_merit_at_fixed_lag(ev):
+    lagged = ev["lagged"]
+    _close(lagged, lagged.T, 1e-12)
+    _close(lagged, ev["hessian"], 1e-8)
+
+
+@pytest.mark.parametrize("name", ["exact", "lagged", "gn"])
+def test_matvec_and_rmatvec_match_dense(ev, name):
+    dense, w = ev[name], ev["w"]
+    _close(ev[name + "_mv"], dense @ w, 1e-12)
+    _close(ev[name + "_rmv"], dense.T @ w, 1e-12)
+
+
+@pytest.mark.parametrize("name", ["exact", "lagged", "gn"])
+def test_block_diagonal_is_the_diagonal_blocks_of_dense(ev, name):
+    model = ev["model"]
+    mask = _block_mask(model.n_body, model.n_particle)
+    _close(ev[name + "_bd"], np.where(mask, ev[name], 0.0), 1e-12)
+    # and it is not all of dense: the joint and the spring couple blocks off the diagonal
+    assert np.max(np.abs(np.where(mask, 0.0, ev[name]))) > 1e-6
+
+
+def test_gauss_newton_is_symmetric_psd_and_above_the_mass(ev):
+    gn, mass = ev["gn"], ev["mass"]
+    _close(gn, gn.T, 1e-12)
+    eig = np.linalg.eigvalsh(0.5 * (gn + gn.T))
+    assert eig.min() >= -1e-9 * eig.max()
+    extra = np.linalg.eigvalsh(0.5 * (gn + gn.T) - mass)   # Gᵀ c G >= 0
+    assert extra.min() >= -1e-9 * eig.max()
+    assert extra.max() > 1e-3 * eig.max()                  # and the rows do add curvature
+
+
+# --- residual, mass, free flight -----------------------------------------------------------------
+
+def test_residual_is_inverse_mass_times_gradient(ev):
+    _close(ev["residual"], np.linalg.solve(ev["mass"], ev["g"]), 1e-12)
+
+
+def test_mass_blocks(ev):
+    mass, n = ev["mass"], ev["n"]
+    np.testing.assert_allclose(mass, mass.T, rtol=0, atol=1e-15)
+    diag = np.diag(mass)
+    np.testing.assert_allclose(diag[0:3], MASSES["box"])
+    np.testing.assert_allclose(diag[6:9], MASSES["sphere"])
+    np.testing.assert_allclose(diag[12:15], MASSES["particle"])
+    # a cube and a sphere: isotropic inertia, I = m (2h)²/6 and 2/5 m r²
+    np.testing.assert_allclose(mass[3:6, 3:6], MASSES["box"] * 0.2 ** 2 / 6 * np.eye(3),
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(mass[9:12, 9:12], 0.4 * MASSES["sphere"] * 0.05 ** 2 * np.eye(3),
+                               rtol=1e-12, atol=1e-15)
+    assert n == 15
+
+
+def test_free_flight_adds_dt_gravity_to_linear_velocities(ev):
+    state = ev["state"]
+    u_free = ev["u_free"]
+    # no control; the inertias are isotropic, so no gyroscopic torque: ũ = the state's u
+    np.testing.assert_allclose(u_free, dofs.velocity(state), rtol=0, atol=1e-15)
+    expected = u_free.copy()
+    for start in (0, 6, 12):           # box v, sphere v, particle v; ω unchanged
+        expected[start:start + 3] += DT * G
+    np.testing.assert_allclose(ev["free"], expected, rtol=0, atol=1e-14)
