@@ -194,6 +194,26 @@ class RowBlock:
         local = jnp.einsum("erd,er->ed", self.flat_jac(), lam.reshape(lam.shape[0], -1))
         return _scatter_rows(local, self.index, n)
 
+    def dense_jac(self, n):
+        """The rows' Jacobians scattered into one dense (R, n) matrix G, R = E r, the
+        counterpart of `Jacobian.dense` (for tests and small problems).
+
+        Row k of element e holds ∂e_k/∂u: its local Jacobian `flat_jac()[e, k]` added at the
+        element's DOF indices `index[e]`; world slots (index n) are dropped.
+
+        Args:
+          n: the number of degrees of freedom (static).
+
+        Returns:
+          (E r, n) array, rows ordered like `flat(...)` flattened (pair components apart).
+        """
+        jac = self.flat_jac()
+        e, r, d = jac.shape
+        columns = jnp.broadcast_to(self.index[:, None, :], (e, r, d))
+        rows = jnp.broadcast_to(jnp.arange(e * r).reshape(e, r, 1), (e, r, d))
+        out = jnp.zeros((e * r, n + 1), jac.dtype).at[rows, columns].add(jac)
+        return out[:, :n]
+
 
 class Problem(NamedTuple):
     """The functions of one step's problem (global, so the implicit-gradient rules see every

@@ -344,18 +344,26 @@ def _dot(a, b):
 
 
 @pytest.fixture(scope="module")
-def arm_grad(arm):
-    model, state, targets = arm
-    params = _arm_params(model, targets)
-    return params, jax.jit(jax.grad(lambda p: _arm_loss(p, model, state)))(params)
+def arm_loss(arm):
+    """The arm's loss and its gradient, one program (finite differences call it too)."""
+    model, state, _ = arm
+    return jax.jit(jax.value_and_grad(lambda p: _arm_loss(p, model, state)))
 
 
-def test_implicit_gradient_matches_finite_differences(arm, arm_grad):
+@pytest.fixture(scope="module")
+def arm_grad(arm, arm_loss):
+    params = _arm_params(arm[0], arm[2])
+    return params, arm_loss(params)[1]
+
+
+def test_implicit_gradient_matches_finite_differences(arm_loss, arm_grad):
     # d(final state)/d(motor targets, stiffnesses, axes, anchors, limit, cable, damping, gains)
     # through 20 steps in which the limit stays pressed and the cable taut
-    model, state, _ = arm
     params, grad = arm_grad
-    loss = jax.jit(lambda p: _arm_loss(p, model, state))
+
+    def loss(p):
+        return arm_loss(p)[0]
+
     h = 1e-6
     for seed in (0, 1):
         v = _directions(params, seed)
@@ -382,16 +390,18 @@ def test_forward_mode_matches_reverse_mode(arm, arm_grad):
 
 @pytest.fixture(scope="module")
 def arm_solution(arm):
-    """One Newton step of the arm from a moving start: the limit is pressed, the cable taut."""
+    """One Newton step of the arm from a moving start: the limit is pressed, the cable taut.
+
+    Returns model, the step's args, its solution u, and the rows at u with the autodiff
+    Jacobian of their errors (one program)."""
     model, state, targets = arm
     state = state.replace(vel=jnp.asarray([[0.0, 0.0, -0.1], [0.1, 0.0, -0.3], [0.2, 0.0, 0.1]]),
                           ang_vel=jnp.asarray([[0.0, 0.7, 0.0], [0.0, 1.2, 0.0], [0.3, 0.0, 0.5]]))
     control = jc.Control(force=jnp.zeros((3, 3)), torque=jnp.zeros((3, 3)),
                          motor=jnp.asarray([0.3, -0.4]))
-    args = (model, terms.prepare(model, state, control))
-    u, stats = _solve(model.solver, args)
+    args, u, stats, rows = _solve_and_rows(model, state, control)
     assert bool(stats["converged"])
-    return model, args, u
+    return model, args, u, rows
 
 
 def _flat(values):
@@ -399,9 +409,11 @@ def _flat(values):
 
 
 @jax.jit
-def _rows(u, args):
-    return terms.rows(u, args), jax.jacfwd(lambda x: _flat(rb.error for rb in
-                                                            terms.rows(x, args)))(u)
+def _solve_and_rows(model, state, control):
+    args = (model, terms.prepare(model, state, control))
+    u, stats = model.solver.solve(terms.PROBLEM, terms.free_flight(args), args)
+    jacobian = jax.jacfwd(lambda x: _flat(rb.error for rb in terms.rows(x, args)))(u)
+    return args, u, stats, (terms.rows(u, args), jacobian)
 
 
 def _solve(solver, args):
@@ -414,23 +426,10 @@ def _solve(solver, args):
     jc.Dual(iterations=4000, update="exact", early_exit=True)], ids=["descent", "dual"])
 def test_first_order_solvers_reach_the_newton_step(solver, arm_solution):
     # the rows' one-sided projection and curvatures give the primal problem's solution
-    model, args, want = arm_solution
+    model, args, want, _ = arm_solution
     got, stats = _solve(solver, args)
     assert bool(stats["converged"]), (float(stats["residual"]), int(stats["iterations"]))
     np.testing.assert_allclose(got, want, atol=1e-8)
-
-
-def _assemble(rows, n):
-    """The rows' Jacobians scattered into one dense (R, n) matrix G (world columns dropped)."""
-    out = []
-    for rb in rows:
-        jac, index = np.asarray(rb.flat_jac()), np.asarray(rb.index)
-        g = np.zeros(jac.shape[:2] + (n + 1,))
-        for e in range(jac.shape[0]):
-            for k, column in enumerate(index[e]):
-                g[e, :, column] += jac[e, :, k]
-        out.append(g[:, :, :n].reshape(-1, n))
-    return np.concatenate(out)
 
 
 # the arm's blocks of rows, in order: (term, kind, shape of the errors)
@@ -453,8 +452,7 @@ _ARM_DAMPING = (5, 7, 9)       # velocity rows ẋ = G u, G frozen at the start 
 
 
 def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
-    model, args, u = arm_solution
-    rows, dense = _rows(u, args)
+    model, args, u, (rows, dense) = arm_solution
     n = model.n_body
     # layout: 17 contact rows x 4, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor
     # rows; damping: hinge 2, cable 1, motor 2; one-sided: cable, lower, upper
@@ -479,7 +477,7 @@ def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     damping = np.concatenate([block(i) for i in _ARM_DAMPING])
     position = np.concatenate([block(i) for i in range(3, len(rows)) if i not in _ARM_DAMPING])
     assert (position.size, damping.size) == (18 + 3, 5)
-    assembled = _assemble(rows, 6 * n)
+    assembled = np.concatenate([np.asarray(rb.dense_jac(6 * n)) for rb in rows])
     np.testing.assert_allclose(assembled[position], dense[position], atol=1e-10)
     np.testing.assert_allclose(assembled[damping], dense[damping], atol=1e-12)
     np.testing.assert_allclose(assembled[damping] @ np.asarray(u), error[damping], atol=1e-12)
@@ -518,9 +516,12 @@ def test_residual_jacobian_is_finite_where_every_joint_error_is_zero():
             s.add_motor(j, kp=1.0, kd=0.1)
     model, state = s.build()
     control = jc.Control.zeros(model.n_body, model.n_motor)
-    args = (model, terms.prepare(model, state, control))
-    u = jnp.zeros(6 * model.n_body)
-    jac = jax.jit(jax.jacfwd(terms.residual))(u, args)
+
+    @jax.jit   # the step's data and the Jacobian, one program
+    def jacobian(u, model, state, control):
+        return jax.jacfwd(terms.residual)(u, (model, terms.prepare(model, state, control)))
+
+    jac = jacobian(jnp.zeros(6 * model.n_body), model, state, control)
     assert bool(jnp.all(jnp.isfinite(jac)))
 
 
