@@ -586,12 +586,3 @@ def test_second_motor_on_a_hinge_and_collision_pairs():
     assert s._no_collide == {(0, 1)}
     model, _ = s.build()
     assert model.n_motor == 1 and model.joint.kind == ("hinge", "ball")
-
-
-def test_step_checks_the_motor_targets_shape():
-    s = _two_boxes()
-    s.add_motor(s.add_joint(**_JOINT), kp=1.0)
-    model, state = s.build()
-    control = jc.Control.zeros(2, 2)
-    with pytest.raises(ValueError, match=r"motor.*\(1,\)"):
-        jc.step(model, state, control)

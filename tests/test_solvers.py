@@ -1,11 +1,14 @@
 """The solver family: Newton (dense and matrix-free), Descent and Dual reach the same step.
 
 - the constraint rows are an exact view of the primal problem (stationarity and Jacobians),
-- every solver converges to the dense-Newton solution, and gives the same implicit gradient,
-- an unconverged fixed-iteration solve says so in its StepInfo,
+- every solver converges to the dense-Newton solution, and gives the same implicit gradient
+  (the scene and its runs: _helpers.py; an unconverged solve's report: test_step.py; the
+  dense vs matrix-free adjoint: test_adjoint.py),
 - the Gauss-Newton blocks and Dual's projection against their definitions (the Krylov
   solves: test_linear.py).
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -16,8 +19,8 @@ import jaxcontact as jc
 from jaxcontact import dofs, terms
 from jaxcontact.problem import RowBlock
 from jaxcontact.solvers.dual import project
+from _helpers import solver_rollout, solver_run, solver_scene
 
-STEPS = 20
 SOLVERS = {
     "newton": jc.Newton(),
     # early exit: the Krylov loops stop at their tolerance (same answers as the masked scans)
@@ -28,30 +31,25 @@ SOLVERS = {
     "descent": jc.Descent(iterations=400),
     "dual": jc.Dual(iterations=600, update="exact"),
 }
+# the solvers whose implicit gradient CI checks: their rollout and gradient are one program
+# (`_helpers.solver_run`); the others' rollouts alone are another
+WITH_GRADIENT = ("newton", "descent", "dual")
 
 
-def _scene(solver, friction=0.5):
-    """A sliding sphere, a spinning box falling onto the ground, a spring to the world and a
-    ball joint (zero-length spring) between the two."""
-    s = jc.Scene(dt=0.002, friction=friction)
-    s.add_plane()
-    ball = s.add_sphere(0.05, 1.0, (0.0, 0.0, 0.0499), vel=(1.0, 0.0, 0.0))
-    box = s.add_box(0.05, 2.0, (0.5, 0.0, 0.052), ang_vel=(1.0, 2.0, 0.5))
-    s.add_spring(box, -1, stiffness=1e3, anchor_a=(0.05, 0.05, 0.05), rest_length=0.1)
-    s.add_spring(ball, box, stiffness=5e2, anchor_a=(0.0, 0.0, 0.05), rest_length=0.0,
-                 anchor_b=(-0.1, 0.0, 0.0))
-    return s.build(solver=solver)
-
-
-@jax.jit
-def _rollout(model, state):
-    return jc.rollout(model, state, steps=STEPS, return_info=True)
+@functools.cache
+def _run(name):
+    """(final, traj, info) of the solver scene with SOLVERS[name], and for WITH_GRADIENT the
+    gradient of a linear functional of the final state (else None); computed once."""
+    if name in WITH_GRADIENT:
+        return solver_run(SOLVERS[name])
+    model, state = solver_scene(SOLVERS[name])
+    return solver_rollout(model, state), None
 
 
 @pytest.fixture(scope="module")
 def newton_run():
-    model, state = _scene(SOLVERS["newton"])
-    final, traj, info = _rollout(model, state)
+    model, _ = solver_scene(SOLVERS["newton"])
+    (final, traj, info), _ = _run("newton")
     return model, final, traj, info
 
 
@@ -66,8 +64,7 @@ def reference(newton_run):
     pytest.param(n, marks=pytest.mark.slow) if n == "newton_cg" else n
     for n in SOLVERS if n != "newton"])
 def test_every_solver_reaches_the_newton_solution(name, reference):
-    model, state = _scene(SOLVERS[name])
-    final, _, info = _rollout(model, state)
+    (final, _, info), _ = _run(name)
     assert bool(jnp.all(info.converged)), f"max residual {float(jnp.max(info.residual)):.2e}"
     assert float(jnp.max(info.residual)) <= 1e-10
     np.testing.assert_allclose(final.pos, reference.pos, atol=1e-9)
@@ -75,87 +72,18 @@ def test_every_solver_reaches_the_newton_solution(name, reference):
     np.testing.assert_allclose(final.ang_vel, reference.ang_vel, atol=1e-6)
 
 
-def _loss_grad(solver):
-    """Gradient of a linear functional of the final state w.r.t. model leaves and v0."""
-    model, state = _scene(solver)
-    weights = jax.random.normal(jax.random.PRNGKey(3), (2, 9))
-
-    def loss(params):
-        friction, spring_k, rest, vel = params
-        m = model.replace(geom=model.geom.replace(friction=friction),
-                          spring=model.spring.replace(stiffness=spring_k, rest_length=rest))
-        final, _ = jc.rollout(m, state.replace(vel=vel), steps=STEPS)
-        flat = jnp.concatenate([final.pos, final.vel, final.ang_vel], axis=-1)
-        return jnp.sum(weights * flat)
-
-    params = (model.geom.friction, model.spring.stiffness, model.spring.rest_length, state.vel)
-    return jax.jit(jax.grad(loss))(params)
-
-
 @pytest.fixture(scope="module")
 def reference_grad():
-    return _loss_grad(SOLVERS["newton"])
+    return _run("newton")[1]
 
 
 @pytest.mark.parametrize("name", [
     pytest.param("newton_bicgstab", marks=pytest.mark.slow),
     pytest.param("newton_cr", marks=pytest.mark.slow), "descent", "dual"])
 def test_implicit_gradient_is_the_same_whichever_solver_converged(name, reference_grad):
-    grad = _loss_grad(SOLVERS[name])
+    grad = _run(name)[1] if name in WITH_GRADIENT else solver_run(SOLVERS[name])[1]
     for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
-
-
-@pytest.mark.parametrize("ad, early_exit", [
-    ("vjp", True), pytest.param("vjp", False, marks=pytest.mark.slow),
-    pytest.param("jvp", False, marks=pytest.mark.slow)])
-def test_matrix_free_adjoint_matches_the_dense_one(ad, early_exit, reference_grad):
-    grad = _loss_grad(jc.Newton(ad=ad, adjoint="krylov", early_exit=early_exit))
-    for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
-
-
-@pytest.mark.parametrize("solver", [jc.Newton, jc.Descent, jc.Dual])
-def test_only_unrolled_solves_keep_their_scans_under_early_exit(solver):
-    assert solver(early_exit=True).loops_exit_early
-    assert not solver(early_exit=True, ad="unrolled").loops_exit_early
-    assert not solver().loops_exit_early
-
-
-@pytest.mark.slow
-def test_unrolled_gradients_ignore_early_exit():
-    """ad="unrolled" differentiates the loops, so it runs them as scans even with early_exit
-    (a while_loop has no reverse mode); its gradient is then the implicit one."""
-    s = jc.Scene(dt=0.002, friction=0.5)
-    s.add_plane()
-    s.add_sphere(0.05, 1.0, (0.0, 0.0, 0.049), vel=(0.5, 0.0, -0.2))
-
-    def grad(solver):
-        model, state = s.build(solver=solver)
-
-        def loss(vel):
-            final, _ = jc.rollout(model, state.replace(vel=vel), steps=3)
-            return jnp.sum(final.pos * jnp.asarray([[1.0, 0.0, 2.0]]))
-
-        return jax.jit(jax.grad(loss))(state.vel)
-
-    unrolled = grad(jc.Newton(linear="bicgstab", ad="unrolled", early_exit=True))
-    implicit = grad(jc.Newton(linear="bicgstab", early_exit=True))
-    assert bool(jnp.all(jnp.isfinite(unrolled)))
-    np.testing.assert_allclose(unrolled, implicit, rtol=1e-6, atol=1e-9)
-
-
-def test_unconverged_descent_is_reported_and_its_gradient_differs(reference_grad):
-    model, state = _scene(jc.Descent(iterations=3))
-    _, _, info = _rollout(model, state)
-    assert not bool(jnp.all(info.converged))
-    assert int(jnp.max(info.result)) == int(jc.Result.MAX_ITERATIONS)
-    assert float(jnp.max(info.residual)) > 1e-6
-    # the implicit gradient is that of the converged problem at an unconverged point
-    grad = _loss_grad(jc.Descent(iterations=3))
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in
-               zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)))
-    assert diff > 1e-6
 
 
 # --- the rows are an exact view of the primal problem ------------------------------------
@@ -194,16 +122,8 @@ def _multipliers(rows):
 
 
 def _assemble(rows, n):
-    """The rows' Jacobians scattered into one dense (R, n) matrix G (world columns dropped)."""
-    out = []
-    for rb in rows:
-        jac, index = np.asarray(rb.flat_jac()), np.asarray(rb.index)
-        g = np.zeros(jac.shape[:2] + (n + 1,))
-        for e in range(jac.shape[0]):
-            for k, column in enumerate(index[e]):
-                g[e, :, column] += jac[e, :, k]
-        out.append(g[:, :, :n].reshape(-1, n))
-    return np.concatenate(out)
+    """The rows' Jacobians as one dense (R, n) matrix G."""
+    return np.concatenate([np.asarray(rb.dense_jac(n)) for rb in rows])
 
 
 def _contact_blocks(model, rows):

@@ -1,0 +1,211 @@
+"""Scenes, losses and gradient checks shared by several test modules.
+
+- The solver scene (a sliding sphere, a spinning box, a spring and a zero-length spring) and
+  the gradient of a linear functional of its final state: test_solvers.py (every solver
+  reaches the same step and gradient), test_adjoint.py (dense vs matrix-free adjoint) and
+  test_step.py (an unconverged solve's gradient).
+- The rollout-gradient scene and scenarios (a sphere and a box over the ground, 100 steps):
+  test_gradients.py checks reverse mode against finite differences and closed forms,
+  test_adjoint.py the other gradient rules (forward mode, reverse through the forward rule,
+  unrolled) against reverse mode on the same scenarios.
+
+Module-level jitted functions here are shared by every module that imports them.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxcontact as jc
+
+# --- the solver scene ----------------------------------------------------------------------
+
+SOLVER_STEPS = 20
+
+
+def solver_scene(solver, friction=0.5):
+    """A sliding sphere, a spinning box falling onto the ground, a spring to the world and a
+    ball joint (zero-length spring) between the two."""
+    s = jc.Scene(dt=0.002, friction=friction)
+    s.add_plane()
+    ball = s.add_sphere(0.05, 1.0, (0.0, 0.0, 0.0499), vel=(1.0, 0.0, 0.0))
+    box = s.add_box(0.05, 2.0, (0.5, 0.0, 0.052), ang_vel=(1.0, 2.0, 0.5))
+    s.add_spring(box, -1, stiffness=1e3, anchor_a=(0.05, 0.05, 0.05), rest_length=0.1)
+    s.add_spring(ball, box, stiffness=5e2, anchor_a=(0.0, 0.0, 0.05), rest_length=0.0,
+                 anchor_b=(-0.1, 0.0, 0.0))
+    return s.build(solver=solver)
+
+
+@jax.jit
+def solver_rollout(model, state):
+    return jc.rollout(model, state, steps=SOLVER_STEPS, return_info=True)
+
+
+def _solver_loss(params, model, state):
+    friction, spring_k, rest, vel = params
+    weights = jax.random.normal(jax.random.PRNGKey(3), (2, 9))
+    m = model.replace(geom=model.geom.replace(friction=friction),
+                      spring=model.spring.replace(stiffness=spring_k, rest_length=rest))
+    final, traj, info = jc.rollout(m, state.replace(vel=vel), steps=SOLVER_STEPS,
+                                   return_info=True)
+    flat = jnp.concatenate([final.pos, final.vel, final.ang_vel], axis=-1)
+    return jnp.sum(weights * flat), (final, traj, info)
+
+
+# the rollout and the gradient of the loss in one program: (final, traj, info), gradient
+_solver_run = jax.jit(jax.grad(_solver_loss, has_aux=True))
+
+
+def solver_run(solver):
+    """The solver scene's rollout (final, traj, info) and the gradient of a linear functional
+    of its final state w.r.t. (friction, spring stiffness, rest length, v0), one program."""
+    model, state = solver_scene(solver)
+    params = (model.geom.friction, model.spring.stiffness, model.spring.rest_length, state.vel)
+    grad, run = _solver_run(params, model, state)
+    return run, grad
+
+
+# --- the rollout-gradient scene and its scenarios -------------------------------------------
+
+T = 100  # steps of every rollout of the scenarios (0.2 s)
+
+
+def two_body_scene(friction=0.5, damping=100.0):
+    scene = jc.Scene(dt=0.002, friction=friction, damping=damping)
+    scene.add_plane()
+    scene.add_sphere(0.05, 1.0, (0.0, 0.0, 0.05))
+    # sharp corners: with the default rounding a corner's stick/slip switch lies within the
+    # finite-difference step of μ here (FD at h = 1e-6 still matches the implicit gradient)
+    scene.add_box(0.05, 1.0, (1.0, 0.0, 0.05), rounding=0.0)
+    scene.exclude_pair(0, 1)  # each test moves one of them; they never meet
+    return scene
+
+
+def rollout_loss(model, state, controls, weights):
+    """A linear functional of the final state (weights: a State), and the per-step infos."""
+    final, _, info = jc.rollout(model, state, controls, return_info=True)
+    value = sum(jnp.sum(w * x) for w, x in zip(jax.tree.leaves(weights), jax.tree.leaves(final)))
+    return value, info
+
+
+value_and_info = jax.jit(rollout_loss)
+grad = jax.jit(jax.grad(lambda *a: rollout_loss(*a)[0], argnums=(0, 1, 2)))
+
+
+@jax.jit
+def jvp(model, state, controls, weights, tangents):
+    return jax.jvp(lambda m, s, c: rollout_loss(m, s, c, weights)[0], (model, state, controls),
+                   tangents)[1]
+
+
+def zeros_like(tree):
+    return jax.tree.map(jnp.zeros_like, tree)
+
+
+def no_controls(state, steps=T):
+    n = state.pos.shape[0]
+    return jc.Control(force=jnp.zeros((steps, n, 3)), torque=jnp.zeros((steps, n, 3)),
+                      motor=jnp.zeros((steps, 0)))
+
+
+def weights_of(state, **fields):
+    w = zeros_like(state)
+    return w.replace(**{k: jnp.asarray(v, dtype=jnp.float64) for k, v in fields.items()})
+
+
+def unit(shape, index):
+    return jnp.zeros(shape).at[index].set(1.0)
+
+
+def dot(a, b):
+    return sum(float(jnp.sum(x * y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def tangent(model, state, controls, *, model_dir=None, state_fields=None, control=None):
+    """A (model, state, controls) tangent, zero but for the given parts."""
+    tm = zeros_like(model) if model_dir is None else model_dir
+    ts = zeros_like(state)
+    if state_fields:
+        ts = ts.replace(**state_fields)
+    tc = zeros_like(controls) if control is None else control
+    return (tm, ts, tc)
+
+
+def ball_bounce(model, state):
+    """The sphere thrown down and sideways onto the ground; d x(T) / d v0 (x and z)."""
+    state = state.replace(pos=state.pos.at[0, 2].set(0.1),
+                          vel=state.vel.at[0].set(jnp.array([1.0, 0.0, -1.0])))
+    controls = no_controls(state)
+    weights = weights_of(state, pos=jnp.zeros((2, 3)).at[0].set(jnp.array([1.0, 0.0, 2.0])))
+    directions = [tangent(model, state, controls, state_fields={"vel": unit((2, 3), (0, i))})
+                  for i in (0, 2)]
+    return state, controls, weights, directions
+
+
+def box_sliding(model, state, v0=0.5):
+    """The box sliding to rest; directions: the pair's μ, and v0."""
+    state = state.replace(vel=state.vel.at[1, 0].set(v0))
+    controls = no_controls(state)
+    weights = weights_of(state, pos=unit((2, 3), (1, 0)))
+    # one direction moves μ of the box and of the ground together (the pair's μ is their mean)
+    d_mu = zeros_like(model)
+    d_mu = d_mu.replace(geom=d_mu.geom.replace(friction=unit((2,), 1)),
+                        plane=d_mu.plane.replace(friction=jnp.ones((1,))))
+    directions = [tangent(model, state, controls, model_dir=d_mu),
+                  tangent(model, state, controls, state_fields={"vel": unit((2, 3), (1, 0))})]
+    return state, controls, weights, directions
+
+
+def per_step_controls(model, state):
+    """Random forces and torques on both bodies at every step; random control directions."""
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    controls = jc.Control(force=2.0 * jax.random.normal(k1, (T, 2, 3)),
+                          torque=0.05 * jax.random.normal(k2, (T, 2, 3)),
+                          motor=jnp.zeros((T, 0)))
+    weights = weights_of(state, pos=jnp.ones((2, 3)), vel=jnp.full((2, 3), 0.1),
+                         ang_vel=jnp.full((2, 3), 0.01))
+    directions = []
+    for i in range(2):
+        kf, kt = jax.random.split(jax.random.PRNGKey(10 + i))
+        tc = jc.Control(force=jax.random.normal(kf, (T, 2, 3)),
+                        torque=0.1 * jax.random.normal(kt, (T, 2, 3)), motor=jnp.zeros((T, 0)))
+        directions.append(tangent(model, state, controls, control=tc))
+    return state, controls, weights, directions
+
+
+SCENARIOS = {"ball_bounce": ball_bounce, "box_sliding": box_sliding,
+             "per_step_controls": per_step_controls}
+
+
+# --- gradient rules against reverse mode -------------------------------------------------------
+
+# forward mode and reverse through the jvp rule differ from reverse mode by rounding only
+AD_RTOL = 1e-8
+# unrolled autodiff differs from the implicit gradient by O(residual at convergence)
+UNROLL_RTOL = 1e-6
+
+
+def check_modes(models, state, controls, weights, directions):
+    """Forward mode, reverse through the jvp rule and unrolled autodiff against reverse mode
+    along each (model, state, controls) tangent of `directions`.
+
+    models: {"vjp", "jvp", "unrolled"} models of one scene (Newton with that `ad`).
+    Returns the reverse-mode gradients (model_bar, state_bar, controls_bar).
+    """
+    rev = grad(models["vjp"], state, controls, weights)
+    rev_jvp = grad(models["jvp"], state, controls, weights)
+    unrolled = grad(models["unrolled"], state, controls, weights)
+    for leaf in jax.tree.leaves(rev):
+        assert bool(jnp.all(jnp.isfinite(leaf))), "non-finite reverse-mode gradient"
+    for direction in directions:
+        expected = dot(rev, direction)
+        # the tangent must carry the jvp model's static fields (its solver settings)
+        tangent_jvp = (jax.tree.unflatten(jax.tree.structure(models["jvp"]),
+                                          jax.tree.leaves(direction[0])),) + tuple(direction[1:])
+        fwd = float(jvp(models["jvp"], state, controls, weights, tangent_jvp))
+        assert fwd == pytest.approx(expected, rel=AD_RTOL, abs=1e-11), "forward vs reverse"
+        assert dot(rev_jvp, direction) == pytest.approx(expected, rel=AD_RTOL, abs=1e-11), \
+            "reverse through the jvp rule vs custom_vjp"
+        assert dot(unrolled, direction) == pytest.approx(expected, rel=UNROLL_RTOL, abs=1e-9), \
+            "unrolled vs implicit"
+    return rev
