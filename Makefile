@@ -17,11 +17,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/jaxcontact demo
 
+# --dist loadfile: each test module runs in one worker, so its module fixtures (the compiled
+# programs they share) are built once rather than once per worker
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -n auto
+	$(PY) -m pytest -m "not slow" -n auto --dist loadfile
 
 test-all: $(STAMP)
-	$(PY) -m pytest -n auto
+	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,bench]"
