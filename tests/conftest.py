@@ -1,20 +1,16 @@
-"""Test configuration: float64, strict promotion, a project-local compilation cache, and
-cheaper XLA compilation.
+"""Test configuration: float64, strict promotion, and a project-local compilation cache.
 
 Compilation dominates the run time of JAX tests; the persistent cache makes re-runs cheap
-and module-scoped fixtures share jitted functions between tests. XLA's CPU fusion emitters
-(MLIR) are turned off for the test run: the classic loop emitters compile this library's
-programs about a quarter faster (a 20-step rollout gradient: 35 s -> 26 s) and run them as
-fast. The flag must be set before JAX creates its CPU client (on first use, after this file).
+and module-scoped fixtures share jitted functions between tests. (XLA_FLAGS
+--xla_cpu_use_fusion_emitters=false compiles about a quarter faster, but it changes float32
+rounding enough that test_float32's thrown boxes converge on 98.75 % of steps instead of
+>= 99 %; it is not used.)
 """
 
 import os
 import pathlib
 
-_XLA_TEST_FLAGS = "--xla_cpu_use_fusion_emitters=false"
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_TEST_FLAGS}".strip()
-
-import jax  # noqa: E402  (after XLA_FLAGS)
+import jax
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
