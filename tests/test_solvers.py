@@ -19,7 +19,7 @@ import jaxcontact as jc
 from jaxcontact import dofs, terms
 from jaxcontact.problem import RowBlock
 from jaxcontact.solvers.dual import project
-from _helpers import solver_rollout, solver_run, solver_scene
+from _helpers import SOLVER_STEPS, solver_rollout, solver_run, solver_scene
 
 SOLVERS = {
     "newton": jc.Newton(),
@@ -60,16 +60,60 @@ def reference(newton_run):
     return final
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.slow) if n == "newton_cg" else n
-    for n in SOLVERS if n != "newton"])
-def test_every_solver_reaches_the_newton_solution(name, reference):
-    (final, _, info), _ = _run(name)
+def _assert_reaches(final, info, reference):
     assert bool(jnp.all(info.converged)), f"max residual {float(jnp.max(info.residual)):.2e}"
     assert float(jnp.max(info.residual)) <= 1e-10
     np.testing.assert_allclose(final.pos, reference.pos, atol=1e-9)
     np.testing.assert_allclose(final.vel, reference.vel, atol=1e-7)
     np.testing.assert_allclose(final.ang_vel, reference.ang_vel, atol=1e-6)
+
+
+# the matrix-free Newton solvers: slow here (compile-heavy), checked in CI on a small scene by
+# test_krylov_newton_reaches_the_dense_newton_solution below
+KRYLOV = ("newton_bicgstab", "newton_cg", "newton_cr")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n in KRYLOV else n
+    for n in SOLVERS if n != "newton"])
+def test_every_solver_reaches_the_newton_solution(name, reference):
+    (final, _, info), _ = _run(name)
+    _assert_reaches(final, info, reference)
+
+
+def _coupled_spheres(solver):
+    """Two spheres sliding and spinning on the ground, coupled by a spring: the spring's
+    off-diagonal blocks keep the block-Jacobi preconditioner from solving the step alone."""
+    s = jc.Scene(dt=0.002, friction=0.5)
+    s.add_plane()
+    a = s.add_sphere(0.05, 1.0, (0.0, 0.0, 0.0499), vel=(1.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 3.0))
+    b = s.add_sphere(0.05, 2.0, (0.3, 0.0, 0.052), vel=(0.0, 0.5, -0.2), ang_vel=(1.0, 2.0, 0.5))
+    s.add_spring(a, b, stiffness=5e2, anchor_a=(0.0, 0.0, 0.05), anchor_b=(-0.1, 0.0, 0.0),
+                 rest_length=0.1)
+    s.exclude_pair(a, b)
+    return s.build(solver=solver)
+
+
+@jax.jit
+def _rollouts(models, state):
+    """One rollout of `state` per model (they differ in their solver), one program."""
+    return [jc.rollout(m, state, steps=SOLVER_STEPS, return_info=True) for m in models]
+
+
+def test_krylov_newton_reaches_the_dense_newton_solution():
+    # CI's check of the matrix-free Newton solvers (BiCGSTAB on the exact Jacobian, CR on the
+    # symmetric one; CG is CR's twin): same step as dense Newton, on a small coupled scene
+    names = ("newton", "newton_bicgstab", "newton_cr")
+    models = [_coupled_spheres(SOLVERS[n])[0] for n in names]
+    _, state = _coupled_spheres(SOLVERS["newton"])
+    (reference, _, info), *runs = _rollouts(models, state)
+    assert bool(jnp.all(info.converged))
+    assert bool(jnp.all(reference.pos[:, 2] < 0.05)), "both spheres must stay in contact"
+    for name, (final, _, info) in zip(names[1:], runs):
+        try:
+            _assert_reaches(final, info, reference)
+        except AssertionError as e:
+            raise AssertionError(name) from e
 
 
 @pytest.fixture(scope="module")
