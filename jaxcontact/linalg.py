@@ -43,3 +43,19 @@ def solve(a, b):
 def inverse(a):
     """a⁻¹ of one small (n, n) matrix (one elimination against the identity)."""
     return solve(a, jnp.eye(a.shape[-1], dtype=a.dtype))
+
+
+def absolute(a, metric):
+    """|A|: the symmetric (n, n) matrix a with its eigenvalues replaced by their absolute
+    values, in the metric diag(metric) (eigenvalues of D^-1/2 A D^-1/2, D = diag(metric) > 0,
+    so that degrees of freedom of very different scales, kg and kg m², are compared fairly).
+    Eigenvalues below 1e3 eps of the largest are raised to that level. Positive definite, and
+    equal to a where a already is: the Newton step on |A| is the saddle-free step of a
+    non-convex quadratic model (Dauphin et al. 2014), which descends on it. The correction
+    is added to a, not rebuilt from the eigenvectors, so entries that need none keep their
+    precision in float32."""
+    scale = jax.lax.rsqrt(metric)
+    values, vectors = jnp.linalg.eigh(scale[:, None] * a * scale[None, :])
+    low = 1e3 * jnp.finfo(a.dtype).eps * jnp.max(jnp.abs(values))
+    lift = (vectors * (jnp.maximum(jnp.abs(values), low) - values)[None, :]) @ vectors.T
+    return a + lift / (scale[:, None] * scale[None, :])

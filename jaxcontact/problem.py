@@ -68,6 +68,10 @@ class BlockDiagonal:
         """The diagonal of every block (a per-DOF Jacobi matrix)."""
         return BlockDiagonal(tuple(b * jnp.eye(b.shape[1], dtype=b.dtype) for b in self.blocks))
 
+    def magnitude(self) -> "BlockDiagonal":
+        """|D| entry by entry."""
+        return BlockDiagonal(tuple(jnp.abs(b) for b in self.blocks))
+
     def transpose(self) -> "BlockDiagonal":
         return BlockDiagonal(tuple(jnp.swapaxes(b, 1, 2) for b in self.blocks))
 
@@ -136,6 +140,25 @@ class Jacobian:
         for a, idx in zip(self.local, self.index):
             out = out.at[idx[:, :, None], idx[:, None, :]].add(a)
         return out[:n, :n] + self.diagonal.dense()
+
+    def magnitude(self) -> "Jacobian":
+        """|H|: the same structure with every entry replaced by its absolute value."""
+        return self.replace(diagonal=self.diagonal.magnitude(),
+                            local=tuple(jnp.abs(a) for a in self.local))
+
+    def convexified(self, weight=1.0) -> "Jacobian":
+        """D + Σ_e P_eᵀ A_e⁺ P_e, A_e⁺ the nearest positive semi-definite matrix to each
+        (symmetric) local A_e: its negative eigenvalues set to zero. With D positive definite
+        (the mass) the sum is, whatever the geometry's curvature. `weight` (0/1, may be traced)
+        applies the correction or not. The correction is held constant under differentiation
+        (the eigenvectors of repeated eigenvalues have no derivative)."""
+        local = []
+        for a in self.local:
+            sym = jax.lax.stop_gradient(0.5 * (a + jnp.swapaxes(a, 1, 2)))
+            values, vectors = jnp.linalg.eigh(sym)
+            shift = jnp.einsum("eij,ej,ekj->eik", vectors, jnp.maximum(-values, 0.0), vectors)
+            local.append(a + weight * jax.lax.stop_gradient(shift))
+        return self.replace(local=tuple(local))
 
     def block_diagonal(self) -> BlockDiagonal:
         """D plus every element's diagonal sub-blocks, per block of DOFs."""
@@ -223,13 +246,16 @@ class Problem(NamedTuple):
       gradient:  g(u, args) -> (n,): ∂Φ/∂u (u; ū = u), zero at the solution.
       residual:  (u, args) -> (n,): M⁻¹ g, in units of velocity (what `tol` measures).
       merit:     Φ(u, u_lag, args) -> (): potential whose u-gradient at u_lag = u is g.
-      linearize: (u, args, mode) -> (g, `Jacobian`): mode "exact" (the exact Jacobian of g),
-                 "irls" (friction reweighted), "lagged" (symmetric Hessian of Φ(·; ū)).
+      linearize: (u, args, mode, irls, lag) -> (g, `Jacobian`): mode "exact" (the exact
+                 Jacobian of g), "lagged" (symmetric Hessian of Φ(·; ū) at u, lag ū), or a
+                 traced 0/1 weight between the two; friction reweighted by `irls`.
       gauss_newton: (u, args) -> `Jacobian`: symmetric positive semi-definite model.
       rows:      (u, args) -> tuple of `RowBlock` (row terms only).
       mass:      (args) -> `BlockDiagonal`.
       start:     (args) -> (n,): ũ including the linear terms (gravity).
       rounding:  (u, args) -> (n,): rounding noise of the residual at u.
+      resolution: (args) -> (n,): the velocity one rounding unit of the configuration
+                 amounts to over the step (eps |q| / Δt per DOF).
       rotation:  (du, args) -> (): the largest rotation (rad) of any block that a velocity
                  change du makes over the step.
     """
@@ -243,4 +269,5 @@ class Problem(NamedTuple):
     mass: Callable
     start: Callable
     rounding: Callable
+    resolution: Callable
     rotation: Callable

@@ -252,12 +252,16 @@ class Context:
       u_free:   (n,) ũ: velocities after an explicit step of the control forces and the
                 gyroscopic torque (gravity is a term).
       overflow: () bool, a stage dropped candidates (`jc.BroadPhase`).
+      resolution: (n,) the velocity that one rounding unit of the configuration amounts to
+                over the step: eps |position| / Δt per translational DOF, eps / Δt per
+                rotational one (`Problem.resolution`).
     """
 
     elements: tuple
     mass: BlockDiagonal
     u_free: Array
     overflow: Array
+    resolution: Array
 
 
 def layout(model) -> dofs.Layout:
@@ -296,7 +300,11 @@ def prepare(model, state, control) -> Context:
         el = term.elements(model, state, control, results)
         elements.append(el.replace(index=dofs.dof_index(el.bodies, el.particles,
                                                           layout(model))))
-    return Context(elements=tuple(elements), mass=mass, u_free=u_free, overflow=overflow)
+    eps = jnp.finfo(state.pos.dtype).eps
+    resolution = jax.lax.stop_gradient(eps / model.dt * dofs.join(
+        jnp.abs(state.pos), jnp.ones_like(state.ang_vel), jnp.abs(state.particle_pos)))
+    return Context(elements=tuple(elements), mass=mass, u_free=u_free, overflow=overflow,
+                   resolution=resolution)
 
 
 # --- generic assembly (every function takes args = (model, ctx) last) -------------------------
@@ -351,29 +359,36 @@ def _assembled(model, ctx, local) -> Jacobian:
                     layout(model).size)
 
 
-def linearize(u, args, mode="exact", irls=0.0):
-    """g(u) and a Jacobian of it, assembled block-sparse from per-element local Jacobians.
+def linearize(u, args, mode="exact", irls=0.0, lag=None):
+    """g and a Jacobian of it at u, assembled block-sparse from per-element local Jacobians.
 
-    mode "exact": the exact Jacobian of g, lag terms included (in general not symmetric);
-    "lagged": the symmetric Hessian of Φ(·; ū) at ū = u (no lag terms). Friction pairs are
-    reweighted by the weight `irls` (0: exact; see `RowGroup.energy`).
+    mode "exact": the exact Jacobian of g(u) = ∇Φ(u; u), lag terms included (in general not
+    symmetric); "lagged": the symmetric Hessian of Φ(·; ū) at u with the lag ū held (no lag
+    terms), and g = ∇₁Φ(u; ū). `lag` is ū (default u; "exact" ignores it). mode may also be
+    a traced 0/1 weight (1 = exact, 0 = lagged): one compiled program for a solver that picks
+    per scene (Newton's lag phases). Friction pairs
+    are reweighted by the weight `irls` (0: exact; see `RowGroup.energy`).
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if isinstance(mode, str):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        mode = 1.0 if mode == "exact" else 0.0
     model, ctx = args
     n = layout(model).size
+    lag = u if lag is None else lag
     g = ctx.mass.apply(u - ctx.u_free)
     local = []
     for term, el in zip(model.terms, ctx.elements):
         psi = _psi(term, model.dt, irls)
 
-        def element(x, start, params, shared, psi=psi):
+        def element(x, x_lag, start, params, shared, psi=psi):
             def grad_at(y):
-                lag = jax.lax.stop_gradient(x) if mode == "lagged" else y
-                return jax.grad(psi)(y, lag, start, params, shared)
+                # the lag is y itself in the exact Jacobian (w = 1), the held x̄ when w = 0
+                y_lag = mode * y + (1.0 - mode) * x_lag
+                return jax.grad(psi)(y, y_lag, start, params, shared)
             return grad_at(x), jax.jacfwd(grad_at)(x)
 
-        g_e, j_e = _each(element, el, dofs.gather(u, el.index))
+        g_e, j_e = _each(element, el, dofs.gather(u, el.index), dofs.gather(lag, el.index))
         g = g + dofs.scatter(g_e, el.index, n)
         local.append(j_e)
     return g, _assembled(model, ctx, local)
@@ -475,6 +490,12 @@ def rounding(u, args):
     return jnp.finfo(u.dtype).eps * jnp.abs(ctx.mass.solve(total))
 
 
+def resolution(args):
+    """Context.resolution: below eps |u| + this, a velocity is not resolved by the step's
+    arithmetic (its rounding and the configuration's)."""
+    return args[1].resolution
+
+
 def largest_rotation(du, args):
     """max over bodies of Δt |Δω|: the largest change of orientation (rad) that a velocity
     change du makes over the step (the size of a Newton increment in configuration)."""
@@ -508,4 +529,4 @@ def check_rows(model) -> None:
 
 PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, linearize=linearize,
                   gauss_newton=gauss_newton, rows=rows, mass=mass, start=free_flight,
-                  rounding=rounding, rotation=largest_rotation)
+                  rounding=rounding, resolution=resolution, rotation=largest_rotation)

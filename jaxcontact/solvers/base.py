@@ -9,9 +9,10 @@ evaluates the step's residual r = M⁻¹ ∂Φ/∂u at the answer, so "converged
 (max |r| <= tolerance) whichever solver ran.
 
 The tolerance of a step is max(tol, `ROUNDING_ULPS` x the residual's rounding level at the
-start of the solve, per degree of freedom): the residual is a sum of terms whose rounding
-errors alone can exceed a fixed tol (stiff contact in float32, heavy bodies), and a solve
-asked for less than its arithmetic can give would report failure for a converged step.
+start of the solve and at the iterate, `FLOOR_MARGIN` x the method's own floor), per degree
+of freedom: the residual is a sum of terms whose rounding errors alone can exceed a fixed tol
+(stiff contact in float32, heavy bodies), and a solve asked for less than its arithmetic can
+give would report failure for a converged step.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from jaxcontact.types import Result
 # A residual within this many multiples of its rounding level (the machine epsilon times the
 # magnitude of the terms summed into it) is converged: rounding alone puts ~1-10 there.
 ROUNDING_ULPS = 64.0
+# A method's own floor (`Solver.iteration`) bounds the residual's change under the rounding
+# of u and the configuration (|M⁻¹| |J| |δ|, already a worst case): a margin of 2 over it.
+FLOOR_MARGIN = 2.0
 
 
 def default_tol(dtype) -> float:
@@ -129,10 +133,10 @@ class Solver:
     def check(self, model) -> None:
         """ValueError if the solver cannot run this model's terms (Dual: compliance forms)."""
 
-    def tolerance(self, problem, u0, args):
-        """Per-DOF tolerance of this step (module docstring)."""
-        tol = self.tol if self.tol is not None else default_tol(u0.dtype)
-        floor = ROUNDING_ULPS * problem.rounding(u0, args)
+    def tolerance(self, problem, u, args):
+        """Per-DOF tolerance at the iterate u (module docstring)."""
+        tol = self.tol if self.tol is not None else default_tol(u.dtype)
+        floor = ROUNDING_ULPS * problem.rounding(u, args)
         return jnp.maximum(tol, jax.lax.stop_gradient(floor))
 
     # --- what a method supplies -----------------------------------------------------------
@@ -142,8 +146,11 @@ class Solver:
         raise NotImplementedError
 
     def iteration(self, problem, carry, args, tol):
-        """(carry after one step, residual M⁻¹ g at the carry's iterate (n,), ok): ok is false
-        where the step produced non-finite values."""
+        """(carry after one step, residual M⁻¹ g at the carry's iterate (n,), ok, floor): ok
+        is false where the step produced non-finite values; floor (per DOF, or 0) is a
+        rounding level of the residual at the carry's iterate that the method can measure
+        better than `Problem.rounding` (Newton: |M⁻¹| |J| |u| eps, the residual's
+        sensitivity to the rounding of u itself)."""
         raise NotImplementedError
 
     # --- the driver -----------------------------------------------------------------------
@@ -153,19 +160,28 @@ class Solver:
         tol = self.tolerance(problem, u0, args)
 
         def body(state):
-            carry, used, done, bad = state
-            new, r, ok = self.iteration(problem, carry, args, tol)
+            carry, used, done, bad, level = state
+            new, r, ok, floor = self.iteration(problem, carry, args, tol)
             finite = jnp.all(jnp.isfinite(r))
-            stop = done | ~finite | jnp.all(jnp.abs(r) <= tol)
+            # the rounding level at the iterate, not only at the start (contact forces that
+            # only appear during the solve raise it)
+            here = jnp.maximum(self.tolerance(problem, carry[0], args),
+                               jax.lax.stop_gradient(FLOOR_MARGIN * floor))
+            here = jnp.maximum(tol, here)
+            stop = done | ~finite | jnp.all(jnp.abs(r) <= here)
             bad = bad | (~stop & ~ok) | (~done & ~finite)
             stop = stop | bad
-            return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad)
+            level = jnp.where(done, level, here)
+            return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad, level)
 
         false = jnp.zeros((), bool)
-        init = (self.start(problem, u0, args, tol), jnp.zeros((), jnp.int32), false, false)
-        carry, used, _, bad = loop.iterate(body, init, self.iterations, self.loops_exit_early,
-                                           lambda state: state[2])
-        return carry[0], report(problem, carry[0], args, tol, used, bad)
+        init = (self.start(problem, u0, args, tol), jnp.zeros((), jnp.int32), false, false, tol)
+        carry, used, _, bad, level = loop.iterate(body, init, self.iterations,
+                                                  self.loops_exit_early, lambda s: s[2])
+        u = carry[0]
+        # the level at the last iterate looked at (the answer, if it stopped early)
+        tol = jnp.maximum(level, self.tolerance(problem, u, args))
+        return u, report(problem, u, args, tol, used, bad)
 
 
 def report(problem, u, args, tol, used, bad=False):

@@ -57,4 +57,4 @@ class Descent(base.Solver):
         if self.preconditioner == "diagonal":
             blocks = blocks.diagonal_only()
         step = blocks.solve(g)
-        return (u - self.alpha * step,), problem.mass(args).solve(g), base.finite(step)
+        return (u - self.alpha * step,), problem.mass(args).solve(g), base.finite(step), 0.0

@@ -167,4 +167,4 @@ class Dual(base.Solver):
         else:
             impulse = sum(rb.transpose_apply(a, n) for rb, a in zip(rows, new))
             u_new = problem.start(args) + mass.solve(impulse)
-        return (u_new, new), r, base.finite(u_new)
+        return (u_new, new), r, base.finite(u_new), 0.0

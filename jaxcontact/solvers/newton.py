@@ -1,12 +1,25 @@
-"""Newton's method on g(u) = ∂Φ/∂u = 0 with a parallel backtracking line search (thesis Ch. 4).
+"""Newton's method on g(u) = ∂Φ/∂u (u; u) = 0, globalized by lag phases (design note 16b).
 
-Each iteration assembles the exact Jacobian J = ∂g/∂u from the terms' local Jacobians
-(`Problem.linearize`), takes the direction d = -J⁻¹ g (dense elimination for small systems,
-block-Jacobi preconditioned BiCGSTAB on the block-sparse J for large ones: `linear="auto"`
-picks by size), and tries the step lengths 1, 1/2, ..., 1/2^(L-1) *at once* (one batched
-evaluation of the merit Φ(·; u) rather than a sequential loop), accepting the longest that
-satisfies the Armijo condition. J is not symmetric (friction's lagged normal force), so after
-a rejected full step the next direction uses the reweighted friction model (`iteration`).
+g is the gradient of the step's potential Φ(·; ū) at ū = u, where the lag ū carries the
+contact frame and the friction bound (thesis Eq. 132). Its exact Jacobian J = ∂g/∂u
+(`Problem.linearize`: local Jacobians assembled block-sparse; dense elimination for small
+systems, block-Jacobi preconditioned BiCGSTAB for large ones, `linear="auto"` picks by size)
+is not symmetric, so the Newton direction -J⁻¹ g need not descend on any fixed function, and
+a line search on Φ(·; u) chases a merit that moves with every accepted step. The iteration
+therefore alternates two phases, per scene:
+
+- Newton phase (ū = u): take the full exact step if it at least halves the residual
+  max |M⁻¹ g| without raising Φ(·; ū), or if it reaches the tolerance: quadratic
+  convergence wherever Newton works, which is almost every step.
+- Lag phase (ū held): otherwise minimize the fixed, smooth function Φ(·; ū) by Newton steps
+  on its Hessian made positive definite (dense: eigenvalues replaced by their absolute values
+  in the mass metric, `linalg.absolute`; Krylov: element by element, `Jacobian.convexified`),
+  with a parallel backtracking line search: the step lengths of `Newton.steps` are tried at
+  once, one batched evaluation of Φ(·; ū), and the longest meeting the Armijo condition is
+  taken. Every step descends, so the phase cannot wander. Once the lag-held residual
+  ∇₁Φ(u; ū) is below a tenth of the true one, the lag is refreshed (ū ← u) and the next
+  iteration tries Newton again.
+
 The solver knows nothing of physics: it sees the functions of a
 `jaxcontact.problem.Problem` and their arguments."""
 
@@ -23,6 +36,8 @@ from jaxcontact.solvers import base, linear
 _FORCING_MIN, _FORCING_MAX = 1e-10, 1e-3  # relative accuracy of the Krylov directions
 _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choice)
 _NOISE_ULPS = 64.0  # rounding noise of the merit, in ulps of its magnitude (measured ~10)
+_NEWTON_CONTRACTION = 0.5  # a Newton step must shrink the residual by this factor
+_LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
 
 
@@ -65,18 +80,44 @@ class Newton(base.Solver):
             return self.linear
         return "dense" if linear.dense(n, "auto") else "bicgstab"
 
-    def start(self, problem, u0, args, tol):
-        return (u0, jnp.zeros((), u0.dtype))
+    def steps(self, dtype):
+        """The step lengths tried: 2^-e with e = k + ⌊k²/8⌋, k < line_search (1, 1/2, 1/4,
+        1/16, 1/64, 1/256, 1/1024, 1/8192 for 8): halving near the full step, then wider, so
+        that a direction taken at the edge of a stiff contact (whose curvature it did not see)
+        still finds a decrease; the Newton phase uses only the full step."""
+        k = jnp.arange(self.line_search)
+        return (0.5 ** (k + k * k // 8)).astype(dtype)
 
-    def _direction(self, problem, u, args, tol, reweight):
-        """(g(u), d ≈ -J⁻¹ g): J the exact Jacobian (for "cg" / "cr" the symmetric Hessian of
-        Φ(·; ū)) with friction reweighted by `reweight` (0 or 1, `terms.RowGroup.energy`);
-        dense elimination or a block-Jacobi preconditioned Krylov solve."""
+    def start(self, problem, u0, args, tol):
+        # (u, lag ū, phase: 1 Newton / 0 lag held, g(u))
+        return (u0, u0, jnp.ones((), u0.dtype), problem.gradient(u0, args))
+
+    def _direction(self, problem, u, lag, newton, args, tol):
+        """(∇₁Φ(u; ū), d, rounding floor of the residual at u).
+
+        d ≈ -J⁻¹ ∇₁Φ, with J the exact Jacobian in the Newton phase (newton = 1; for "cg" /
+        "cr" the Hessian of Φ(·; ū = u)) and the Hessian of Φ(·; ū) made positive definite in
+        the lag phase (module docstring); dense elimination or a block-Jacobi preconditioned
+        Krylov solve."""
         method = self.method(u.shape[0])
-        mode = "lagged" if method in ("cg", "cr") else "exact"
-        g, jac = problem.linearize(u, args, mode, reweight)
+        exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
+        g, jac = problem.linearize(u, args, exact, 0.0, lag)
+        if method != "dense":
+            jac = jac.convexified(1.0 - exact)
+        # how much the residual moves when u and the configuration are rounded: below that
+        # it cannot be reduced
+        unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
+        floor = problem.mass(args).inverse().magnitude().apply(
+            jac.magnitude().matvec(unresolved))
         if method == "dense":
-            return g, -linalg.solve(jac.dense(), g)
+            a = jac.dense()
+            # lag phase: the Hessian of Φ(·; ū) with its eigenvalues made positive (saddle-free
+            # Newton), in the mass metric; the correction is a constant under differentiation
+            sym = jax.lax.stop_gradient(0.5 * (a + a.T))
+            metric = jnp.diagonal(problem.mass(args).dense())
+            lift = jax.lax.stop_gradient(linalg.absolute(sym, metric) - sym)
+            a = a + (1.0 - exact) * lift
+            return g, -linalg.solve(a, g), floor
         # inexact Newton (Eisenstat & Walker): solve only as far as the step needs, to a
         # residual of a tenth of the tolerance in the units of g (M tol), relative accuracy
         # at most 1e-3 far from the root and at least 1e-10 near it
@@ -84,36 +125,71 @@ class Newton(base.Solver):
         rtol = jax.lax.stop_gradient(jnp.clip(0.1 * scale / jnp.linalg.norm(g),
                                               _FORCING_MIN, _FORCING_MAX))
         return g, linear.SOLVERS[method](jac.matvec, linear.block_jacobi(jac), -g,
-                                         self.krylov_iterations, rtol, self.loops_exit_early)
+                                         self.krylov_iterations, rtol,
+                                         self.loops_exit_early), floor
 
     def iteration(self, problem, carry, args, tol):
-        """One Newton step with a parallel backtracking line search (design note 16).
+        """One iteration of the Newton or the lag phase (module docstring).
 
-        The merit is the lagged potential Φ(·; u), whose gradient at u is g. The full step is
-        also accepted when it reduces the residual |g|²_{M⁻¹} by the Armijo factor, or when
-        the predicted decrease is below the merit's rounding noise (near the root, where the
-        Armijo test becomes a coin toss). After an iteration whose full step was rejected the
-        next direction uses the reweighted friction model (curvature ψ'/|e| in every tangent
-        direction, thesis Eq. 136): symmetric in the slip plane and positive, so it descends
-        where the exact, non-symmetric direction of a sliding contact does not.
+        Both phases evaluate the same program (a scene's phase is data, so a vmapped batch
+        runs in lock step): one linearization, one direction, L merits Φ(·; ū) along it, and
+        the true and lag-held gradients at the new point, which decide the next phase.
         """
-        u, reweight = carry
+        u, lag, newton, g = carry
         mass = problem.mass(args)
-        g, direction = self._direction(problem, u, args, tol, reweight)
         r = mass.solve(g)
-        steps = 0.5 ** jnp.arange(self.line_search, dtype=u.dtype)
+        g_lag, direction, floor = self._direction(problem, u, lag, newton, args, tol)
+        steps = self.steps(u.dtype)
         trial = u[None, :] + steps[:, None] * direction[None, :]
-        merit0 = problem.merit(u, u, args)
-        merit = jax.vmap(problem.merit, in_axes=(0, None, None))(trial, u, args)
-        slope = jnp.dot(g, direction)
+        merit0 = problem.merit(u, lag, args)
+        merit = jax.vmap(problem.merit, in_axes=(0, None, None))(trial, lag, args)
         finite = jnp.isfinite(merit)
-        ok = finite & (merit <= merit0 + _ARMIJO * steps * jnp.minimum(slope, 0.0))
-        g_full = problem.gradient(trial[0], args)
-        decrease = jnp.dot(g_full, mass.solve(g_full)) <= (1.0 - 2.0 * _ARMIJO) * jnp.dot(g, r)
-        noise = _NOISE_ULPS * jnp.finfo(u.dtype).eps * (jnp.abs(merit0) + 1.0)
-        ok = ok.at[0].set(ok[0] | (finite[0] & (decrease | (-slope <= noise))))
-        # the longest acceptable step, else the best one tried
-        pick = jnp.where(jnp.any(ok), jnp.argmax(ok),
+        # rounding noise of the comparison, relative to the values compared (Φ has units)
+        noise = _NOISE_ULPS * jnp.finfo(u.dtype).eps * jnp.maximum(jnp.abs(merit0),
+                                                                    jnp.abs(merit))
+        slope = jnp.minimum(jnp.dot(g_lag, direction), 0.0)
+        armijo = finite & (merit <= merit0 + _ARMIJO * steps * slope + noise)
+        # lag phase: the longest step meeting Armijo, else the best one tried
+        pick = jnp.where(jnp.any(armijo), jnp.argmax(armijo),
                          jnp.argmin(jnp.where(finite, merit, jnp.inf)))
-        return ((trial[pick], (pick > 0).astype(u.dtype)), r,
-                base.finite(direction) & jnp.any(finite))
+        # Newton phase: the full step unless it raises Φ(·; ū), else the longest Armijo step
+        merit_ok = merit[0] <= merit0 + noise[0]
+        damped = jnp.where(merit_ok | ~jnp.any(armijo), 0, jnp.argmax(armijo))
+        pick = jnp.where(newton > 0, damped, pick)
+        u_new = trial[pick]
+        grads = jax.vmap(lambda v, w: jax.grad(problem.merit)(v, w, args))(
+            jnp.stack([trial[0], u_new, u_new]), jnp.stack([trial[0], u_new, lag]))
+        g_full, g_new, g_lag_new = grads[0], grads[1], grads[2]
+        size = base.residual_norm(r)
+        r_full = base.residual_norm(mass.solve(g_full))
+        r_new = base.residual_norm(mass.solve(g_new))
+        # the full step is taken if it halves the residual without raising Φ(·; ū), or if it
+        # reaches the tolerance whatever Φ does (there Φ changes by its rounding level, which
+        # sums of large terms can push past our estimate of it); a shorter step if it meets
+        # Armijo along a descent direction and lowers the residual
+        full = base.finite(g_full) & ((r_full <= jnp.max(tol)) | (
+            merit_ok & (r_full <= _NEWTON_CONTRACTION * size)))
+        shorter = (base.finite(g_new) & (damped > 0) & armijo[pick]
+                   & (jnp.dot(g_lag, direction) < 0) & (r_new < size))
+        accepted = full | shorter
+        u_new, g_new = jax.tree.map(lambda a, b: jnp.where(full & (newton > 0), a, b),
+                                    (trial[0], g_full), (u_new, g_new))
+        held = (base.finite(u_new) & base.finite(g_new)
+                & ~(jnp.isfinite(merit0) & (merit[pick] > merit0 + noise[pick])))
+        refresh = (base.residual_norm(mass.solve(g_lag_new)) <= _LAG_REFRESH * r_new)
+        # Newton phase: accept and stay, or stay put and hold the lag here
+        newton_carry = jax.tree.map(
+            lambda a, b: jnp.where(accepted, a, b),
+            (u_new, u_new, jnp.ones_like(newton), g_new), (u, u, jnp.zeros_like(newton), g))
+        # lag phase: move if the step did not make things worse; refresh the lag (and try
+        # Newton next) when the held problem is solved well enough for the true residual to
+        # be what is left, or when no step along the direction helps
+        refresh = ~held | refresh
+        u_lag, g_lag_phase = jax.tree.map(lambda a, b: jnp.where(held, a, b), (u_new, g_new),
+                                          (u, g))
+        lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
+                     g_lag_phase)
+        new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
+        # a failed Newton direction (singular J) only hands over to the lag phase
+        ok = (newton > 0) | (base.finite(direction) & jnp.any(finite))
+        return new, r, ok, floor
