@@ -253,7 +253,8 @@ class Problem(NamedTuple):
       rows:      (u, args) -> tuple of `RowBlock` (row terms only).
       mass:      (args) -> `BlockDiagonal`.
       start:     (args) -> (n,): ũ including the linear terms (gravity).
-      rounding:  (u, args) -> (n,): rounding noise of the residual at u.
+      gradient_noise: (u, args, lag=None) -> (∇₁Φ(u; ū), (n,) rounding noise of M⁻¹ of it),
+                 ū = lag (default u: g(u) and the rounding noise of the residual).
       resolution: (args) -> (n,): the velocity one rounding unit of the configuration
                  amounts to over the step (eps |q| / Δt per DOF).
       rotation:  (du, args) -> (): the largest rotation (rad) of any block that a velocity
@@ -268,6 +269,6 @@ class Problem(NamedTuple):
     rows: Callable
     mass: Callable
     start: Callable
-    rounding: Callable
+    gradient_noise: Callable
     resolution: Callable
     rotation: Callable

@@ -339,9 +339,29 @@ def merit(u, u_lag, args, irls=0.0):
     return total
 
 
+def gradient_noise(u, args, lag=None):
+    """(∇₁Φ(u; ū), its rounding noise per DOF), ū = `lag` (default u: then g(u), zero at the
+    end-of-step velocities), in one pass over the elements.
+
+    The noise is that of M⁻¹ g, in units of velocity: the machine epsilon times M⁻¹ of the sum
+    of the magnitudes of everything g adds up (inertia and every element's gradient). A
+    residual below a small multiple of it is as converged as the arithmetic allows."""
+    model, ctx = args
+    n = layout(model).size
+    lag = u if lag is None else lag
+    g = ctx.mass.apply(u - ctx.u_free)
+    total = jnp.abs(ctx.mass.apply(u)) + jnp.abs(ctx.mass.apply(ctx.u_free))
+    for term, el in zip(model.terms, ctx.elements):
+        g_e = _each(jax.grad(_psi(term, model.dt)), el, dofs.gather(u, el.index),
+                    dofs.gather(lag, el.index))
+        g = g + dofs.scatter(g_e, el.index, n)
+        total = total + dofs.scatter(jnp.abs(g_e), el.index, n)
+    return g, jnp.finfo(u.dtype).eps * jnp.abs(ctx.mass.solve(total))
+
+
 def gradient(u, args):
     """g(u) = ∂Φ/∂u (u; ū = u): zero at the end-of-step velocities."""
-    return jax.grad(merit)(u, u, args)
+    return gradient_noise(u, args)[0]
 
 
 def residual(u, args):
@@ -386,7 +406,12 @@ def linearize(u, args, mode="exact", irls=0.0, lag=None):
                 # the lag is y itself in the exact Jacobian (w = 1), the held x̄ when w = 0
                 y_lag = mode * y + (1.0 - mode) * x_lag
                 return jax.grad(psi)(y, y_lag, start, params, shared)
-            return grad_at(x), jax.jacfwd(grad_at)(x)
+
+            # the gradient and its Jacobian from one forward pass (jacfwd would trace the
+            # gradient a second time for the value)
+            def push(t):
+                return jax.jvp(grad_at, (x,), (t,))
+            return jax.vmap(push, out_axes=(None, -1))(jnp.eye(x.shape[0], dtype=x.dtype))
 
         g_e, j_e = _each(element, el, dofs.gather(u, el.index), dofs.gather(lag, el.index))
         g = g + dofs.scatter(g_e, el.index, n)
@@ -476,20 +501,6 @@ def free_flight(args):
     return ctx.u_free - ctx.mass.solve(jax.grad(linear_potential)(jnp.zeros_like(ctx.u_free)))
 
 
-def rounding(u, args):
-    """Rounding noise of M⁻¹ g at u, per DOF: the machine epsilon times M⁻¹ of the sum of the
-    magnitudes of everything g adds up (inertia and every element's gradient). A residual
-    below a small multiple of it is as converged as the arithmetic allows."""
-    model, ctx = args
-    n = layout(model).size
-    total = jnp.abs(ctx.mass.apply(u)) + jnp.abs(ctx.mass.apply(ctx.u_free))
-    for term, el in zip(model.terms, ctx.elements):
-        x = dofs.gather(u, el.index)
-        g_e = _each(jax.grad(_psi(term, model.dt)), el, x, x)
-        total = total + dofs.scatter(jnp.abs(g_e), el.index, n)
-    return jnp.finfo(u.dtype).eps * jnp.abs(ctx.mass.solve(total))
-
-
 def resolution(args):
     """Context.resolution: below eps |u| + this, a velocity is not resolved by the step's
     arithmetic (its rounding and the configuration's)."""
@@ -529,4 +540,4 @@ def check_rows(model) -> None:
 
 PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, linearize=linearize,
                   gauss_newton=gauss_newton, rows=rows, mass=mass, start=free_flight,
-                  rounding=rounding, resolution=resolution, rotation=largest_rotation)
+                  gradient_noise=gradient_noise, resolution=resolution, rotation=largest_rotation)

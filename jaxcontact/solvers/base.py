@@ -133,41 +133,47 @@ class Solver:
     def check(self, model) -> None:
         """ValueError if the solver cannot run this model's terms (Dual: compliance forms)."""
 
-    def tolerance(self, problem, u, args):
-        """Per-DOF tolerance at the iterate u (module docstring)."""
-        tol = self.tol if self.tol is not None else default_tol(u.dtype)
-        floor = ROUNDING_ULPS * problem.rounding(u, args)
-        return jnp.maximum(tol, jax.lax.stop_gradient(floor))
+    def tolerance(self, noise):
+        """Per-DOF tolerance where the residual's rounding noise is `noise` (module
+        docstring)."""
+        tol = self.tol if self.tol is not None else default_tol(noise.dtype)
+        return jnp.maximum(tol, jax.lax.stop_gradient(ROUNDING_ULPS * noise))
 
     # --- what a method supplies -----------------------------------------------------------
 
-    def start(self, problem, u0, args, tol):
-        """The first carry; its first element is the iterate u."""
+    def start(self, problem, u0, g0, args, tol):
+        """The first carry; its first element is the iterate u. g0 = g(u0)."""
         raise NotImplementedError
 
     def iteration(self, problem, carry, args, tol):
-        """(carry after one step, residual M⁻¹ g at the carry's iterate (n,), ok, floor): ok
-        is false where the step produced non-finite values; floor (per DOF, or 0) is a
-        rounding level of the residual at the carry's iterate that the method can measure
-        better than `Problem.rounding` (Newton: |M⁻¹| |J| |u| eps, the residual's
-        sensitivity to the rounding of u itself)."""
+        """(carry after one step, residual M⁻¹ g at the carry's iterate (n,), ok, noise,
+        floor): ok is false where the step produced non-finite values; noise is the rounding
+        noise of that residual (`Problem.gradient_noise`: the methods evaluate g there anyway,
+        so it costs no second pass over the elements); floor (per DOF, or 0) is a rounding
+        level of the residual that the method can measure better (Newton: |M⁻¹| |J| |u| eps,
+        the residual's sensitivity to the rounding of u itself)."""
         raise NotImplementedError
+
+    def measured(self, problem, carry, args):
+        """(g, rounding noise of M⁻¹ g) at the carry's iterate: evaluated here, unless the
+        method carries them (Newton)."""
+        return problem.gradient_noise(carry[0], args)
 
     # --- the driver -----------------------------------------------------------------------
 
     def solve(self, problem, u0, args):
         """Iterate from u0 until converged or the cap; returns (u, stats)."""
-        tol = self.tolerance(problem, u0, args)
+        g0, noise0 = problem.gradient_noise(u0, args)
+        tol = self.tolerance(noise0)
 
         def body(state):
             carry, used, done, bad, level = state
-            new, r, ok, floor = self.iteration(problem, carry, args, tol)
+            new, r, ok, noise, floor = self.iteration(problem, carry, args, tol)
             finite = jnp.all(jnp.isfinite(r))
             # the rounding level at the iterate, not only at the start (contact forces that
             # only appear during the solve raise it)
-            here = jnp.maximum(self.tolerance(problem, carry[0], args),
+            here = jnp.maximum(jnp.maximum(tol, self.tolerance(noise)),
                                jax.lax.stop_gradient(FLOOR_MARGIN * floor))
-            here = jnp.maximum(tol, here)
             stop = done | ~finite | jnp.all(jnp.abs(r) <= here)
             bad = bad | (~stop & ~ok) | (~done & ~finite)
             stop = stop | bad
@@ -175,19 +181,21 @@ class Solver:
             return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad, level)
 
         false = jnp.zeros((), bool)
-        init = (self.start(problem, u0, args, tol), jnp.zeros((), jnp.int32), false, false, tol)
+        init = (self.start(problem, u0, g0, args, tol), jnp.zeros((), jnp.int32), false, false,
+                tol)
         carry, used, _, bad, level = loop.iterate(body, init, self.iterations,
                                                   self.loops_exit_early, lambda s: s[2])
         u = carry[0]
+        g, noise = self.measured(problem, carry, args)
         # the level at the last iterate looked at (the answer, if it stopped early)
-        tol = jnp.maximum(level, self.tolerance(problem, u, args))
-        return u, report(problem, u, args, tol, used, bad)
+        tol = jnp.maximum(level, self.tolerance(noise))
+        return u, report(problem.mass(args).solve(g), u, tol, used, bad)
 
 
-def report(problem, u, args, tol, used, bad=False):
-    """The stats every solver returns: residual (max |r| at u), iterations, converged,
-    result (a `Result` code), tolerance (the largest per-DOF tolerance of the step)."""
-    r = problem.residual(u, args)
+def report(r, u, tol, used, bad=False):
+    """The stats every solver returns from the residual r = M⁻¹ g at the answer u: residual
+    (max |r|), iterations, converged, result (a `Result` code), tolerance (the largest per-DOF
+    tolerance of the step)."""
     finite = ~jnp.asarray(bad) & jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(u))
     converged = finite & jnp.all(jnp.abs(r) <= tol)
     result = jnp.where(converged, Result.SUCCESS,

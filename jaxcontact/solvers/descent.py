@@ -47,14 +47,15 @@ class Descent(base.Solver):
         base.check_positive(self, "alpha", high=1.0)
         base.check_choice(self, "preconditioner", PRECONDITIONERS)
 
-    def start(self, problem, u0, args, tol):
+    def start(self, problem, u0, g0, args, tol):
         return (problem.start(args),)
 
     def iteration(self, problem, carry, args, tol):
         (u,) = carry
-        g = problem.gradient(u, args)
+        g, noise = problem.gradient_noise(u, args)
         blocks = problem.gauss_newton(u, args).block_diagonal()
         if self.preconditioner == "diagonal":
             blocks = blocks.diagonal_only()
         step = blocks.solve(g)
-        return (u - self.alpha * step,), problem.mass(args).solve(g), base.finite(step), 0.0
+        return ((u - self.alpha * step,), problem.mass(args).solve(g), base.finite(step),
+                noise, 0.0)

@@ -131,7 +131,7 @@ class Dual(base.Solver):
             raise ValueError("solver Dual needs every term in compliance form (constraint "
                              "rows of declared kinds): " + "; ".join(reasons))
 
-    def start(self, problem, u0, args, tol):
+    def start(self, problem, u0, g0, args, tol):
         rows = jax.eval_shape(problem.rows, u0, args)
         lam = tuple(jnp.zeros(rb.error.shape, u0.dtype) for rb in rows)
         return (problem.start(args), lam)
@@ -140,7 +140,8 @@ class Dual(base.Solver):
         u, lam = carry
         mass = problem.mass(args)
         n = u.shape[0]
-        r = problem.residual(u, args)
+        g, noise = problem.gradient_noise(u, args)
+        r = mass.solve(g)
         rows = problem.rows(u, args)
         if self.mass_splitting:
             counts = split_counts(rows, lam, mass)
@@ -167,4 +168,4 @@ class Dual(base.Solver):
         else:
             impulse = sum(rb.transpose_apply(a, n) for rb, a in zip(rows, new))
             u_new = problem.start(args) + mass.solve(impulse)
-        return (u_new, new), r, base.finite(u_new), 0.0
+        return (u_new, new), r, base.finite(u_new), noise, 0.0

@@ -88,9 +88,13 @@ class Newton(base.Solver):
         k = jnp.arange(self.line_search)
         return (0.5 ** (k + k * k // 8)).astype(dtype)
 
-    def start(self, problem, u0, args, tol):
-        # (u, lag ū, phase: 1 Newton / 0 lag held, g(u))
-        return (u0, u0, jnp.ones((), u0.dtype), problem.gradient(u0, args))
+    def start(self, problem, u0, g0, args, tol):
+        # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u) (at u0
+        # already in tol))
+        return (u0, u0, jnp.ones((), u0.dtype), g0, jnp.zeros_like(u0))
+
+    def measured(self, problem, carry, args):
+        return carry[3], carry[4]
 
     def _direction(self, problem, u, lag, newton, args, tol):
         """(∇₁Φ(u; ū), d, rounding floor of the residual at u).
@@ -135,29 +139,31 @@ class Newton(base.Solver):
         runs in lock step): one linearization, one direction, L merits Φ(·; ū) along it, and
         the true and lag-held gradients at the new point, which decide the next phase.
         """
-        u, lag, newton, g = carry
+        u, lag, newton, g, noise = carry
         mass = problem.mass(args)
         r = mass.solve(g)
         g_lag, direction, floor = self._direction(problem, u, lag, newton, args, tol)
         steps = self.steps(u.dtype)
+        # the trial points and u itself (one batched evaluation)
         trial = u[None, :] + steps[:, None] * direction[None, :]
-        merit0 = problem.merit(u, lag, args)
-        merit = jax.vmap(problem.merit, in_axes=(0, None, None))(trial, lag, args)
+        merit = jax.vmap(problem.merit, in_axes=(0, None, None))(
+            jnp.concatenate([trial, u[None, :]]), lag, args)
+        merit, merit0 = merit[:-1], merit[-1]
         finite = jnp.isfinite(merit)
         # rounding noise of the comparison, relative to the values compared (Φ has units)
-        noise = _NOISE_ULPS * jnp.finfo(u.dtype).eps * jnp.maximum(jnp.abs(merit0),
+        fuzz = _NOISE_ULPS * jnp.finfo(u.dtype).eps * jnp.maximum(jnp.abs(merit0),
                                                                     jnp.abs(merit))
         slope = jnp.minimum(jnp.dot(g_lag, direction), 0.0)
-        armijo = finite & (merit <= merit0 + _ARMIJO * steps * slope + noise)
+        armijo = finite & (merit <= merit0 + _ARMIJO * steps * slope + fuzz)
         # lag phase: the longest step meeting Armijo, else the best one tried
         pick = jnp.where(jnp.any(armijo), jnp.argmax(armijo),
                          jnp.argmin(jnp.where(finite, merit, jnp.inf)))
         # Newton phase: the full step unless it raises Φ(·; ū), else the longest Armijo step
-        merit_ok = merit[0] <= merit0 + noise[0]
+        merit_ok = merit[0] <= merit0 + fuzz[0]
         damped = jnp.where(merit_ok | ~jnp.any(armijo), 0, jnp.argmax(armijo))
         pick = jnp.where(newton > 0, damped, pick)
         u_new = trial[pick]
-        grads = jax.vmap(lambda v, w: jax.grad(problem.merit)(v, w, args))(
+        grads, noises = jax.vmap(lambda v, w: problem.gradient_noise(v, args, w))(
             jnp.stack([trial[0], u_new, u_new]), jnp.stack([trial[0], u_new, lag]))
         g_full, g_new, g_lag_new = grads[0], grads[1], grads[2]
         size = base.residual_norm(r)
@@ -172,24 +178,26 @@ class Newton(base.Solver):
         shorter = (base.finite(g_new) & (damped > 0) & armijo[pick]
                    & (jnp.dot(g_lag, direction) < 0) & (r_new < size))
         accepted = full | shorter
-        u_new, g_new = jax.tree.map(lambda a, b: jnp.where(full & (newton > 0), a, b),
-                                    (trial[0], g_full), (u_new, g_new))
+        u_new, g_new, noise_new = jax.tree.map(
+            lambda a, b: jnp.where(full & (newton > 0), a, b),
+            (trial[0], g_full, noises[0]), (u_new, g_new, noises[1]))
         held = (base.finite(u_new) & base.finite(g_new)
-                & ~(jnp.isfinite(merit0) & (merit[pick] > merit0 + noise[pick])))
+                & ~(jnp.isfinite(merit0) & (merit[pick] > merit0 + fuzz[pick])))
         refresh = (base.residual_norm(mass.solve(g_lag_new)) <= _LAG_REFRESH * r_new)
         # Newton phase: accept and stay, or stay put and hold the lag here
         newton_carry = jax.tree.map(
             lambda a, b: jnp.where(accepted, a, b),
-            (u_new, u_new, jnp.ones_like(newton), g_new), (u, u, jnp.zeros_like(newton), g))
+            (u_new, u_new, jnp.ones_like(newton), g_new, noise_new),
+            (u, u, jnp.zeros_like(newton), g, noise))
         # lag phase: move if the step did not make things worse; refresh the lag (and try
         # Newton next) when the held problem is solved well enough for the true residual to
         # be what is left, or when no step along the direction helps
         refresh = ~held | refresh
-        u_lag, g_lag_phase = jax.tree.map(lambda a, b: jnp.where(held, a, b), (u_new, g_new),
-                                          (u, g))
+        u_lag, g_lag_phase, noise_lag = jax.tree.map(lambda a, b: jnp.where(held, a, b),
+                                                     (u_new, g_new, noise_new), (u, g, noise))
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
-                     g_lag_phase)
+                     g_lag_phase, noise_lag)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & jnp.any(finite))
-        return new, r, ok, floor
+        return new, r, ok, noise, floor
