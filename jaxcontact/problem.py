@@ -246,9 +246,9 @@ class Problem(NamedTuple):
       gradient:  g(u, args) -> (n,): ∂Φ/∂u (u; ū = u), zero at the solution.
       residual:  (u, args) -> (n,): M⁻¹ g, in units of velocity (what `tol` measures).
       merit:     Φ(u, u_lag, args) -> (): potential whose u-gradient at u_lag = u is g.
-      linearize: (u, args, mode, irls, lag) -> (g, `Jacobian`): mode "exact" (the exact
-                 Jacobian of g), "lagged" (symmetric Hessian of Φ(·; ū) at u, lag ū), or a
-                 traced 0/1 weight between the two; friction reweighted by `irls`.
+      linearize: (u, args, mode, lag) -> (g, `Jacobian`): mode "exact" (the exact Jacobian
+                 of g), "lagged" (symmetric Hessian of Φ(·; ū) at u, lag ū), or a traced 0/1
+                 weight between the two.
       gauss_newton: (u, args) -> `Jacobian`: symmetric positive semi-definite model.
       rows:      (u, args) -> tuple of `RowBlock` (row terms only).
       mass:      (args) -> `BlockDiagonal`.

@@ -379,15 +379,14 @@ def _assembled(model, ctx, local) -> Jacobian:
                     layout(model).size)
 
 
-def linearize(u, args, mode="exact", irls=0.0, lag=None):
+def linearize(u, args, mode="exact", lag=None):
     """g and a Jacobian of it at u, assembled block-sparse from per-element local Jacobians.
 
     mode "exact": the exact Jacobian of g(u) = ∇Φ(u; u), lag terms included (in general not
     symmetric); "lagged": the symmetric Hessian of Φ(·; ū) at u with the lag ū held (no lag
     terms), and g = ∇₁Φ(u; ū). `lag` is ū (default u; "exact" ignores it). mode may also be
     a traced 0/1 weight (1 = exact, 0 = lagged): one compiled program for a solver that picks
-    per scene (Newton's lag phases). Friction pairs
-    are reweighted by the weight `irls` (0: exact; see `RowGroup.energy`).
+    per scene (Newton's lag phases).
     """
     if isinstance(mode, str):
         if mode not in MODES:
@@ -399,7 +398,7 @@ def linearize(u, args, mode="exact", irls=0.0, lag=None):
     g = ctx.mass.apply(u - ctx.u_free)
     local = []
     for term, el in zip(model.terms, ctx.elements):
-        psi = _psi(term, model.dt, irls)
+        psi = _psi(term, model.dt)
 
         def element(x, x_lag, start, params, shared, psi=psi):
             def grad_at(y):

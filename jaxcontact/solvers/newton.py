@@ -105,7 +105,7 @@ class Newton(base.Solver):
         Krylov solve."""
         method = self.method(u.shape[0])
         exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
-        g, jac = problem.linearize(u, args, exact, 0.0, lag)
+        g, jac = problem.linearize(u, args, exact, lag)
         if method != "dense":
             jac = jac.convexified(1.0 - exact)
         # how much the residual moves when u and the configuration are rounded: below that
