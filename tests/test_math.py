@@ -486,3 +486,46 @@ def test_solve_float32():
     x = _solve_batch(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
     assert x.dtype == jnp.float32
     np.testing.assert_allclose(x, np.linalg.solve(a, b[..., None])[..., 0], rtol=1e-4, atol=1e-5)
+
+
+# --- linalg.convexifying_shift ----------------------------------------------------------------
+
+_shift_batch = jax.jit(jax.vmap(linalg.convexifying_shift))
+
+
+def _metrics(n, rng):
+    """Diagonal metrics spanning the scales of masses and inertias (1e-4 to 1e2)."""
+    return 10.0 ** rng.uniform(-4, 2, size=(_BATCH, n))
+
+
+def test_convexifying_shift_leaves_positive_definite_matrices_alone():
+    rng = np.random.default_rng(600)
+    q = rng.normal(size=(_BATCH, 6, 6))
+    metric = _metrics(6, rng)
+    scale = np.sqrt(metric)
+    # positive definite in every metric, with entries of very different scales
+    a = scale[:, :, None] * (q @ np.swapaxes(q, 1, 2) + 0.1 * np.eye(6)) * scale[:, None, :]
+    np.testing.assert_array_equal(_shift_batch(jnp.asarray(a), jnp.asarray(metric)), 0.0)
+
+
+def test_convexifying_shift_of_a_diagonal_matrix_is_its_absolute_value():
+    rng = np.random.default_rng(601)
+    values = rng.normal(size=(_BATCH, 6)) * _metrics(6, rng)
+    a = np.stack([np.diag(v) for v in values])
+    shift = _shift_batch(jnp.asarray(a), jnp.asarray(_metrics(6, rng)))
+    np.testing.assert_allclose(values + shift, np.abs(values), rtol=1e-14)
+
+
+def test_convexifying_shift_makes_indefinite_matrices_positive_definite():
+    rng = np.random.default_rng(602)
+    q = rng.normal(size=(_BATCH, 6, 6))
+    metric = _metrics(6, rng)
+    scale = np.sqrt(metric)
+    a = scale[:, :, None] * (q + np.swapaxes(q, 1, 2)) * scale[:, None, :]
+    assert np.all(np.linalg.eigvalsh(a).min(axis=1) < 0)
+    shift = np.asarray(_shift_batch(jnp.asarray(a), jnp.asarray(metric)))
+    assert np.all(shift >= 0)
+    modified = a + np.stack([np.diag(s) for s in shift])
+    # positive definite in the metric, by a margin well above rounding
+    lowest = np.linalg.eigvalsh(modified / scale[:, :, None] / scale[:, None, :]).min(axis=1)
+    assert np.all(lowest > 1e-6), lowest

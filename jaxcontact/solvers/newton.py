@@ -12,8 +12,8 @@ therefore alternates two phases, per scene:
   max |M⁻¹ g| without raising Φ(·; ū), or if it reaches the tolerance: quadratic
   convergence wherever Newton works, which is almost every step.
 - Lag phase (ū held): otherwise minimize the fixed, smooth function Φ(·; ū) by Newton steps
-  on its Hessian made positive definite (dense: eigenvalues replaced by their absolute values
-  in the mass metric, `linalg.absolute`; Krylov: element by element, `Jacobian.convexified`),
+  on its Hessian made positive definite (dense: the diagonal of a modified Cholesky
+  factorization in the mass metric, `linalg.convexifying_shift`; Krylov: element by element, `Jacobian.convexified`),
   with a parallel backtracking line search: the step lengths of `Newton.steps` are tried at
   once, one batched evaluation of Φ(·; ū), and the longest meeting the Armijo condition is
   taken. Every step descends, so the phase cannot wander. Once the lag-held residual
@@ -115,12 +115,13 @@ class Newton(base.Solver):
             jac.magnitude().matvec(unresolved))
         if method == "dense":
             a = jac.dense()
-            # lag phase: the Hessian of Φ(·; ū) with its eigenvalues made positive (saddle-free
-            # Newton), in the mass metric; the correction is a constant under differentiation
+            # lag phase: the Hessian of Φ(·; ū) made positive definite by the diagonal of a
+            # modified Cholesky factorization in the mass metric; the correction is a
+            # constant under differentiation
             sym = jax.lax.stop_gradient(0.5 * (a + a.T))
             metric = jnp.diagonal(problem.mass(args).dense())
-            lift = jax.lax.stop_gradient(linalg.absolute(sym, metric) - sym)
-            a = a + (1.0 - exact) * lift
+            shift = jax.lax.stop_gradient(linalg.convexifying_shift(sym, metric))
+            a = a + (1.0 - exact) * jnp.diag(shift)
             return g, -linalg.solve(a, g), floor
         # inexact Newton (Eisenstat & Walker): solve only as far as the step needs, to a
         # residual of a tenth of the tolerance in the units of g (M tol), relative accuracy
