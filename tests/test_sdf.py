@@ -79,7 +79,9 @@ def test_gradient_with_respect_to_grid_leaves(affine_grid):
     """Moving the origin by δ shifts the field: ∂φ/∂origin = -a; scaling the spacing about the
     origin stretches it: ∂φ/∂spacing = -a·(p - origin)/spacing; the trilinear weights of the
     values sum to 1 and are >= 0."""
-    p = np.array([[-0.33, -0.02, -0.11], [0.05, 0.1, 0.0]])
+    # inside the box (the second on a cell face): on the box's own faces the derivative jumps
+    # and which side a point falls on is a matter of rounding
+    p = np.array([[-0.33, -0.02, -0.11], [0.05, 0.08, 0.0]])
     g = _grad_grid(affine_grid, p)
     np.testing.assert_allclose(g.origin, -np.broadcast_to(_A, (2, 3)), atol=_EXACT,
                                err_msg="d/d origin")
