@@ -9,6 +9,7 @@ gradient-based fit of a bouncing throw; it prints a report and writes every numb
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -43,23 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
                       help="JSON output path (default results/demo.json)")
     demo.add_argument("--seed", type=int, default=0, help="randomization seed (default 0)")
     demo.add_argument("--devices", type=_positive_int, default=None,
-                      help="CPU devices to spread the batch over (default 1: several hung "
-                           "in execution with Newton's lag phases, design note 16b)")
+                      help="CPU devices to spread the batch over (default: one per core)")
     return parser
 
 
 def _configure_jax(devices):
-    """Set JAX options before its backend starts: float64 on, `devices` CPU devices (1).
+    """Set JAX options before its backend starts: float64 on, one CPU device per core.
 
     float64 is needed by the throw fit (the batch builds its arrays in float32 explicitly).
-    Several CPU devices let the independent scenes of the batch run on all cores, but since
-    Newton's lag phases (LAPACK eigendecompositions in the step) the 1024-scene batch on 2 CPU
-    devices hangs in execution, idle, with or without `shard_map` (design note 16b).
+    Several CPU devices let the independent scenes of the batch run on all cores.
     """
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_num_cpu_devices", devices or 1)
+    jax.config.update("jax_num_cpu_devices", devices or os.cpu_count() or 1)
 
 
 def main(argv=None) -> int:
