@@ -64,6 +64,11 @@ class BlockDiagonal:
     def inverse(self) -> "BlockDiagonal":
         return BlockDiagonal(tuple(jax.vmap(linalg.inverse)(b) for b in self.blocks))
 
+    def diagonal(self):
+        """The diagonal entries (n,), in the order of the flat vector."""
+        return jnp.concatenate([jnp.diagonal(b, axis1=1, axis2=2).reshape(-1)
+                                for b in self.blocks])
+
     def diagonal_only(self) -> "BlockDiagonal":
         """The diagonal of every block (a per-DOF Jacobi matrix)."""
         return BlockDiagonal(tuple(b * jnp.eye(b.shape[1], dtype=b.dtype) for b in self.blocks))

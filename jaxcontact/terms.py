@@ -328,12 +328,12 @@ def kinetic(u, ctx: Context):
     return 0.5 * jnp.dot(du, ctx.mass.apply(du))
 
 
-def merit(u, u_lag, args, irls=0.0):
+def merit(u, u_lag, args):
     """Φ(u; ū) (module docstring): the solvers' merit function (scalar)."""
     model, ctx = args
     total = kinetic(u, ctx)
     for term, el in zip(model.terms, ctx.elements):
-        values = _each(_psi(term, model.dt, irls), el, dofs.gather(u, el.index),
+        values = _each(_psi(term, model.dt), el, dofs.gather(u, el.index),
                        dofs.gather(u_lag, el.index))
         total = total + jnp.sum(values)
     return total

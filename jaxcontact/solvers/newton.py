@@ -13,7 +13,8 @@ therefore alternates two phases, per scene:
   convergence wherever Newton works, which is almost every step.
 - Lag phase (ū held): otherwise minimize the fixed, smooth function Φ(·; ū) by Newton steps
   on its Hessian made positive definite (dense: the diagonal of a modified Cholesky
-  factorization in the mass metric, `linalg.convexifying_shift`; Krylov: element by element, `Jacobian.convexified`),
+  factorization in the mass metric, `linalg.convexifying_shift`; Krylov: element by element,
+  `Jacobian.convexified`),
   with a parallel backtracking line search: the step lengths of `Newton.steps` are tried at
   once, one batched evaluation of Φ(·; ū), and the longest meeting the Armijo condition is
   taken. Every step descends, so the phase cannot wander. Once the lag-held residual
@@ -119,7 +120,7 @@ class Newton(base.Solver):
             # modified Cholesky factorization in the mass metric; the correction is a
             # constant under differentiation
             sym = jax.lax.stop_gradient(0.5 * (a + a.T))
-            metric = jnp.diagonal(problem.mass(args).dense())
+            metric = problem.mass(args).diagonal()
             shift = jax.lax.stop_gradient(linalg.convexifying_shift(sym, metric))
             a = a + (1.0 - exact) * jnp.diag(shift)
             return g, -linalg.solve(a, g), floor
