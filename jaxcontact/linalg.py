@@ -45,35 +45,65 @@ def inverse(a):
     return solve(a, jnp.eye(a.shape[-1], dtype=a.dtype))
 
 
-def convexifying_shift(a, metric):
-    """e >= 0 such that a + diag(e) is positive definite, for a symmetric (n, n) matrix a: the
-    diagonal added by the modified Cholesky factorization of Gill, Murray and Wright (Nocedal &
-    Wright, Numerical Optimization, 2nd ed., Algorithm 3.4): the pivots of a's LDLᵀ
-    elimination are raised to d_j = max(|c_jj|, θ_j²/β², δ), θ_j the largest entry below the
-    pivot, which bounds the factor's entries by β. e = 0 where a is already positive definite
-    enough (every pivot above δ and θ_j²/β² <= c_jj, which β² >= max |a_jj| guarantees), and
-    a negative pivot is replaced by its magnitude, so a + diag(e) ≈ |a| along directions of
-    negative curvature. Computed in the metric diag(metric) > 0 (on D^-1/2 a D^-1/2), so that
-    degrees of freedom of very different scales, kg and kg m², are treated alike. δ = 1e3 eps
-    of the largest entry. One elimination without pivoting, as `solve`: O(n³) in array
-    operations that vectorize across a batch (no LAPACK eigensolver)."""
+def solve_convexified(a, b, metric, weight=1.0):
+    """(x, e): x solves (a + weight diag(e)) x = b for one (n, n) matrix a and an (n,) or
+    (n, m) b, where e >= 0 is the diagonal the modified Cholesky factorization of Gill,
+    Murray and Wright adds to make a symmetric a positive definite (Nocedal & Wright,
+    Numerical Optimization, 2nd ed., Algorithm 3.4), computed during the same elimination.
+
+    The pivots of a's elimination are raised to d_j = max(|c_jj|, θ_j²/β², δ), θ_j the
+    largest entry below the pivot, which bounds the factor's entries by β. e = 0 where a is
+    already positive definite enough (every pivot above δ and θ_j²/β² <= c_jj, which β² >=
+    max |a_jj| guarantees), and a negative pivot is replaced by its magnitude, so a + diag(e)
+    ≈ |a| along directions of negative curvature. Everything is done in the metric
+    diag(metric) > 0 (on D^-1/2 a D^-1/2), so that degrees of freedom of very different
+    scales, kg and kg m², are treated alike; δ = 1e3 eps of the largest entry.
+
+    `weight` (0/1, may be traced, e.g. per scene of a batch) applies the modification: with
+    1 there is no pivoting (a must be symmetric), with 0 x = a⁻¹ b with partial pivoting, as
+    `solve`, and e is still returned. e is a constant under differentiation. One elimination
+    in array operations that vectorize across a batch (no LAPACK eigensolver)."""
     n = a.shape[-1]
     scale = jax.lax.rsqrt(metric)
     s = scale[:, None] * a * scale[None, :]
+    rhs = b if b.ndim == 2 else b[:, None]
+    rhs = scale[:, None] * rhs
     eps = jnp.finfo(a.dtype).eps
-    diagonal = jnp.abs(jnp.diagonal(s))
     rows = jnp.arange(n)
-    off = jnp.max(jnp.where(rows[:, None] == rows[None, :], 0.0, jnp.abs(s)))
-    gamma = jnp.max(diagonal)
+    fixed = jax.lax.stop_gradient(s)
+    off = jnp.max(jnp.where(rows[:, None] == rows[None, :], 0.0, jnp.abs(fixed)))
+    gamma = jnp.max(jnp.abs(jnp.diagonal(fixed)))
     beta2 = jnp.maximum(jnp.maximum(gamma, off / max(1.0, (n * n - 1) ** 0.5)), eps)
     delta = 1e3 * eps * jnp.maximum(gamma + off, jnp.finfo(a.dtype).tiny)
+    modify = jnp.asarray(weight) > 0
 
-    def pivot(j, carry):  # carry: the Schur complement so far (rows/columns > j live), e
-        c, e = carry
-        below = jnp.where(rows > j, c[:, j], 0.0)
-        theta = jnp.max(jnp.abs(below))
-        d = jnp.maximum(jnp.maximum(jnp.abs(c[j, j]), theta * theta / beta2), delta)
-        return c - below[:, None] * below[None, :] / d, e.at[j].set(d - c[j, j])
+    def eliminate(k, carry):  # Gauss-Jordan: after step k, column k is the k-th unit vector
+        aug, e = carry
+        column = aug[:, k]
+        theta = jnp.max(jnp.where(rows > k, jnp.abs(column), 0.0))
+        pivot = aug[k, k]
+        raised = jnp.maximum(jnp.maximum(jnp.abs(pivot), theta * theta / beta2), delta)
+        shift = jax.lax.stop_gradient(raised - pivot)
+        p = jnp.argmax(jnp.where(rows >= k, jnp.abs(column), -1.0))
+        p = jnp.where(modify, k, p)
+        aug = aug[jnp.where(rows == k, p, jnp.where(rows == p, k, rows))]
+        aug = aug.at[k, k].add(weight * shift)
+        row = aug[k] / aug[k, k]
+        aug = aug - aug[:, k][:, None] * row[None, :]
+        return aug.at[k].set(row), e.at[k].set(shift)
 
-    _, e = jax.lax.fori_loop(0, n, pivot, (s, jnp.zeros_like(diagonal)))
-    return e * metric
+    e = jnp.zeros((n,), a.dtype)
+    if n > _MAX_ELIMINATION:  # the shift by elimination, the solve by LAPACK
+        _, e = jax.lax.fori_loop(0, n, eliminate, (s, e))
+        x = solve(s + weight * jnp.diag(e), rhs)
+    else:
+        aug, e = jax.lax.fori_loop(0, n, eliminate, (jnp.concatenate([s, rhs], axis=1), e))
+        x = aug[:, n:]
+    x = scale[:, None] * x
+    return (x if b.ndim == 2 else x[:, 0]), e * metric
+
+
+def convexifying_shift(a, metric):
+    """The diagonal e >= 0 that makes a symmetric (n, n) matrix a positive definite (the
+    modified Cholesky factorization's, in the metric diag(metric): `solve_convexified`)."""
+    return solve_convexified(a, jnp.zeros(a.shape[-1], a.dtype), metric)[1]

@@ -151,20 +151,6 @@ class Jacobian:
         return self.replace(diagonal=self.diagonal.magnitude(),
                             local=tuple(jnp.abs(a) for a in self.local))
 
-    def convexified(self, weight=1.0) -> "Jacobian":
-        """D + Σ_e P_eᵀ A_e⁺ P_e, A_e⁺ the nearest positive semi-definite matrix to each
-        (symmetric) local A_e: its negative eigenvalues set to zero. With D positive definite
-        (the mass) the sum is, whatever the geometry's curvature. `weight` (0/1, may be traced)
-        applies the correction or not. The correction is held constant under differentiation
-        (the eigenvectors of repeated eigenvalues have no derivative)."""
-        local = []
-        for a in self.local:
-            sym = jax.lax.stop_gradient(0.5 * (a + jnp.swapaxes(a, 1, 2)))
-            values, vectors = jnp.linalg.eigh(sym)
-            shift = jnp.einsum("eij,ej,ekj->eik", vectors, jnp.maximum(-values, 0.0), vectors)
-            local.append(a + weight * jax.lax.stop_gradient(shift))
-        return self.replace(local=tuple(local))
-
     def block_diagonal(self) -> BlockDiagonal:
         """D plus every element's diagonal sub-blocks, per block of DOFs."""
         groups = [b for b in self.diagonal.blocks]

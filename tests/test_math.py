@@ -529,3 +529,29 @@ def test_convexifying_shift_makes_indefinite_matrices_positive_definite():
     # positive definite in the metric, by a margin well above rounding
     lowest = np.linalg.eigvalsh(modified / scale[:, :, None] / scale[:, None, :]).min(axis=1)
     assert np.all(lowest > 1e-6), lowest
+
+
+_solve_convexified = jax.jit(jax.vmap(linalg.solve_convexified))
+
+
+def test_solve_convexified_solves_the_modified_system_or_the_plain_one():
+    # weight 1: x solves (a + diag(e)) x = b with the same e as convexifying_shift; weight 0:
+    # x = a⁻¹ b (partial pivoting, a need not be symmetric) and e is only reported
+    rng = np.random.default_rng(603)
+    q = rng.normal(size=(_BATCH, 6, 6))
+    metric = _metrics(6, rng)
+    scale = np.sqrt(metric)
+    sym = scale[:, :, None] * (q + np.swapaxes(q, 1, 2)) * scale[:, None, :]
+    b = rng.normal(size=(_BATCH, 6))
+    ones, zeros = jnp.ones(_BATCH), jnp.zeros(_BATCH)
+    x, e = _solve_convexified(jnp.asarray(sym), jnp.asarray(b), jnp.asarray(metric), ones)
+    np.testing.assert_allclose(e, _shift_batch(jnp.asarray(sym), jnp.asarray(metric)),
+                               rtol=1e-12, atol=0)
+    modified = sym + np.stack([np.diag(s) for s in np.asarray(e)])
+    residual = np.abs(np.einsum("nij,nj->ni", modified, x) - b)
+    size = np.einsum("nij,nj->ni", np.abs(modified), np.abs(x)) + np.abs(b)
+    assert np.all(residual <= 1e-12 * size), (residual / size).max()
+    general = scale[:, :, None] * q * scale[:, None, :]
+    x, _ = _solve_convexified(jnp.asarray(general), jnp.asarray(b), jnp.asarray(metric), zeros)
+    np.testing.assert_allclose(x, np.linalg.solve(general, b[..., None])[..., 0], rtol=1e-9,
+                               atol=1e-9)

@@ -10,16 +10,22 @@ therefore alternates two phases, per scene:
 
 - Newton phase (ū = u): take the full exact step if it at least halves the residual
   max |M⁻¹ g| without raising Φ(·; ū), or if it reaches the tolerance: quadratic
-  convergence wherever Newton works, which is almost every step.
+  convergence wherever Newton works, which is almost every step. A full step that lowers
+  the residual by less, but meets Armijo on Φ(·; ū), is taken as a step of the lag phase.
 - Lag phase (ū held): otherwise minimize the fixed, smooth function Φ(·; ū) by Newton steps
-  on its Hessian made positive definite (dense: the diagonal of a modified Cholesky
-  factorization in the mass metric, `linalg.convexifying_shift`; Krylov: element by element,
-  `Jacobian.convexified`),
-  with a parallel backtracking line search: the step lengths of `Newton.steps` are tried at
-  once, one batched evaluation of Φ(·; ū), and the longest meeting the Armijo condition is
-  taken. Every step descends, so the phase cannot wander. Once the lag-held residual
-  ∇₁Φ(u; ū) is below a tenth of the true one, the lag is refreshed (ū ← u) and the next
-  iteration tries Newton again.
+  on its Hessian H made positive definite. Dense: the diagonal of a modified Cholesky
+  factorization in the mass metric, found in the elimination that solves for the step
+  (`linalg.solve_convexified`). Krylov: H + τ M, the shift τ adapted from step to step
+  (Levenberg-Marquardt in the mass metric: shrunk after a full step, raised past the
+  negative curvature a non-descending direction met), and -M⁻¹ ∇₁Φ where even that does not
+  descend. Clipping each element's local Hessian to positive semi-definite instead would
+  distort the model wherever the mass outweighs an element's negative curvature (a spring
+  compressed near zero length, the curvature of a contact), and the phase would converge
+  only linearly there. A parallel backtracking line search follows: the step lengths of
+  `Newton.steps` are tried at once, one batched evaluation of Φ(·; ū), and the longest
+  meeting the Armijo condition is taken. Every step descends, so the phase cannot wander.
+  Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
+  refreshed (ū ← u) and the next iteration tries Newton again.
 
 The solver knows nothing of physics: it sees the functions of a
 `jaxcontact.problem.Problem` and their arguments."""
@@ -38,6 +44,7 @@ _FORCING_MIN, _FORCING_MAX = 1e-10, 1e-3  # relative accuracy of the Krylov dire
 _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choice)
 _NOISE_ULPS = 64.0  # rounding noise of the merit, in ulps of its magnitude (measured ~10)
 _NEWTON_CONTRACTION = 0.5  # a Newton step must shrink the residual by this factor
+_SHIFT_MIN = 1e-2  # the smallest non-zero shift τ of a Krylov lag phase (in units of M)
 _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
 
@@ -91,48 +98,56 @@ class Newton(base.Solver):
 
     def start(self, problem, u0, g0, args, tol):
         # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u) (at u0
-        # already in tol))
-        return (u0, u0, jnp.ones((), u0.dtype), g0, jnp.zeros_like(u0))
+        # already in tol), the lag phase's shift τ (Krylov directions))
+        return (u0, u0, jnp.ones((), u0.dtype), g0, jnp.zeros_like(u0), jnp.zeros((), u0.dtype))
 
     def measured(self, problem, carry, args):
         return carry[3], carry[4]
 
-    def _direction(self, problem, u, lag, newton, args, tol):
-        """(∇₁Φ(u; ū), d, rounding floor of the residual at u).
+    def _direction(self, problem, u, lag, newton, tau, args, tol):
+        """(∇₁Φ(u; ū), d, rounding floor of the residual at u, whether d is the model's).
 
         d ≈ -J⁻¹ ∇₁Φ, with J the exact Jacobian in the Newton phase (newton = 1; for "cg" /
-        "cr" the Hessian of Φ(·; ū = u)) and the Hessian of Φ(·; ū) made positive definite in
-        the lag phase (module docstring); dense elimination or a block-Jacobi preconditioned
-        Krylov solve."""
+        "cr" the Hessian of Φ(·; ū = u)) and in the lag phase the Hessian H of Φ(·; ū) made
+        positive definite (module docstring): dense, by the diagonal of a modified Cholesky
+        factorization in the mass metric; Krylov, as H + τ M with the shift τ adapted from
+        step to step (Levenberg-Marquardt in the mass metric), and where that direction does
+        not descend, -M⁻¹ ∇₁Φ / (1 + τ)."""
         method = self.method(u.shape[0])
         exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
         g, jac = problem.linearize(u, args, exact, lag)
-        if method != "dense":
-            jac = jac.convexified(1.0 - exact)
+        mass = problem.mass(args)
         # how much the residual moves when u and the configuration are rounded: below that
         # it cannot be reduced
         unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
-        floor = problem.mass(args).inverse().magnitude().apply(
-            jac.magnitude().matvec(unresolved))
+        floor = mass.inverse().magnitude().apply(jac.magnitude().matvec(unresolved))
         if method == "dense":
             a = jac.dense()
-            # lag phase: the Hessian of Φ(·; ū) made positive definite by the diagonal of a
-            # modified Cholesky factorization in the mass metric; the correction is a
-            # constant under differentiation
-            sym = jax.lax.stop_gradient(0.5 * (a + a.T))
-            metric = problem.mass(args).diagonal()
-            shift = jax.lax.stop_gradient(linalg.convexifying_shift(sym, metric))
-            a = a + (1.0 - exact) * jnp.diag(shift)
-            return g, -linalg.solve(a, g), floor
+            # lag phase: the (symmetric) Hessian of Φ(·; ū) made positive definite by the
+            # diagonal of a modified Cholesky factorization in the mass metric, found in the
+            # same elimination that solves for the direction
+            lagged = 1.0 - exact
+            a = a + lagged * 0.5 * (a.T - a)
+            d, _ = linalg.solve_convexified(a, -g, mass.diagonal(), lagged)
+            return g, d, floor, jnp.zeros((), u.dtype)
+        # lag phase: H + τ M (the mass is the Jacobian's block diagonal D)
+        scale = 1.0 + (1.0 - newton) * jax.lax.stop_gradient(tau)
+        jac = jac.replace(diagonal=jac.diagonal.replace(
+            blocks=tuple(scale * b for b in jac.diagonal.blocks)))
         # inexact Newton (Eisenstat & Walker): solve only as far as the step needs, to a
         # residual of a tenth of the tolerance in the units of g (M tol), relative accuracy
         # at most 1e-3 far from the root and at least 1e-10 near it
-        scale = jnp.linalg.norm(problem.mass(args).apply(jnp.broadcast_to(tol, g.shape)))
-        rtol = jax.lax.stop_gradient(jnp.clip(0.1 * scale / jnp.linalg.norm(g),
+        size = jnp.linalg.norm(mass.apply(jnp.broadcast_to(tol, g.shape)))
+        rtol = jax.lax.stop_gradient(jnp.clip(0.1 * size / jnp.linalg.norm(g),
                                               _FORCING_MIN, _FORCING_MAX))
-        return g, linear.SOLVERS[method](jac.matvec, linear.block_jacobi(jac), -g,
-                                         self.krylov_iterations, rtol,
-                                         self.loops_exit_early), floor
+        d = linear.SOLVERS[method](jac.matvec, linear.block_jacobi(jac), -g,
+                                   self.krylov_iterations, rtol, self.loops_exit_early)
+        model = (newton > 0) | (base.finite(d) & (jnp.dot(g, d) < 0.0))
+        # where it does not descend, H + τ M has curvature c <= 0 along d (in units of M):
+        # the next shift must exceed τ - c
+        c = jnp.dot(d, jac.matvec(d)) / jnp.dot(d, mass.apply(d))
+        need = jax.lax.stop_gradient(jnp.where(model | ~jnp.isfinite(c), 0.0, 2.0 * (tau - c)))
+        return g, jnp.where(model, d, -mass.solve(g) / scale), floor, need
 
     def iteration(self, problem, carry, args, tol):
         """One iteration of the Newton or the lag phase (module docstring).
@@ -141,10 +156,11 @@ class Newton(base.Solver):
         runs in lock step): one linearization, one direction, L merits Φ(·; ū) along it, and
         the true and lag-held gradients at the new point, which decide the next phase.
         """
-        u, lag, newton, g, noise = carry
+        u, lag, newton, g, noise, tau = carry
         mass = problem.mass(args)
         r = mass.solve(g)
-        g_lag, direction, floor = self._direction(problem, u, lag, newton, args, tol)
+        g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, args,
+                                                         tol)
         steps = self.steps(u.dtype)
         # the trial points and u itself (one batched evaluation)
         trial = u[None, :] + steps[:, None] * direction[None, :]
@@ -186,19 +202,31 @@ class Newton(base.Solver):
         held = (base.finite(u_new) & base.finite(g_new)
                 & ~(jnp.isfinite(merit0) & (merit[pick] > merit0 + fuzz[pick])))
         refresh = (base.residual_norm(mass.solve(g_lag_new)) <= _LAG_REFRESH * r_new)
-        # Newton phase: accept and stay, or stay put and hold the lag here
+        # Newton phase: accept and stay; else, where the full step lowers the residual (if
+        # by less than half) and meets Armijo on Φ(·; ū) along a descent direction, it is a
+        # step of the lag phase: take it, holding the lag here unless the held residual is
+        # already small (linear convergence, e.g. "cg" / "cr" near sliding contacts, then
+        # costs no idle iterations); else stay put and hold the lag here
+        descends = (~accepted & (damped == 0) & armijo[0] & (jnp.dot(g_lag, direction) < 0)
+                    & base.finite(g_new) & (r_new < size))
+        moved = accepted | descends
         newton_carry = jax.tree.map(
-            lambda a, b: jnp.where(accepted, a, b),
-            (u_new, u_new, jnp.ones_like(newton), g_new, noise_new),
-            (u, u, jnp.zeros_like(newton), g, noise))
+            lambda a, b: jnp.where(moved, a, b),
+            (u_new, jnp.where(accepted | refresh, u_new, u),
+             (accepted | refresh).astype(u.dtype), g_new, noise_new, tau),
+            (u, u, jnp.zeros_like(newton), g, noise, tau))
         # lag phase: move if the step did not make things worse; refresh the lag (and try
         # Newton next) when the held problem is solved well enough for the true residual to
         # be what is left, or when no step along the direction helps
         refresh = ~held | refresh
         u_lag, g_lag_phase, noise_lag = jax.tree.map(lambda a, b: jnp.where(held, a, b),
                                                      (u_new, g_new, noise_new), (u, g, noise))
+        # the shift shrinks after a full step along the model's direction and grows otherwise
+        good = held & (need == 0) & (pick == 0)
+        tau_next = jnp.where(good, jnp.where(tau > 4.0 * _SHIFT_MIN, 0.25 * tau, 0.0),
+                             jnp.maximum(jnp.maximum(4.0 * tau, _SHIFT_MIN), need))
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
-                     g_lag_phase, noise_lag)
+                     g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & jnp.any(finite))
