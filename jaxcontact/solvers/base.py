@@ -92,10 +92,11 @@ class Solver:
       tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
         The rounding level of each step raises it where needed (module docstring).
       early_exit: run the loops as bounded while loops that stop once every scene of a
-        (vmapped) batch has converged, instead of always running every masked iteration;
-        the Krylov solves inside (matrix-free directions, implicit-gradient systems) stop at
-        their tolerance likewise. Answers are unchanged (converged iterates are frozen either
-        way). Reverse mode cannot differentiate a while loop a second time: take second
+        (vmapped) batch has converged (default), instead of always running every masked
+        iteration; the Krylov solves inside (matrix-free directions, implicit-gradient
+        systems) stop at their tolerance likewise. Answers are the same either way
+        (converged iterates are frozen), and first derivatives never go through these loops
+        (implicit rules). Reverse mode cannot differentiate a while loop, though: take second
         reverse-mode derivatives with early_exit=False.
       ad: shorthand for the adjoint: "vjp" (implicit reverse mode, `custom_vjp`), "jvp"
         (implicit forward mode, `custom_jvp`; reverse by transposition) or "unrolled"
@@ -107,7 +108,7 @@ class Solver:
 
     iterations: int = 50
     tol: float | None = None
-    early_exit: bool = False
+    early_exit: bool = True
     ad: str = "vjp"
     adjoint: Any = "auto"
     gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
