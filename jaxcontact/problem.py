@@ -71,7 +71,8 @@ class BlockDiagonal:
 
     def diagonal_only(self) -> "BlockDiagonal":
         """The diagonal of every block (a per-DOF Jacobi matrix)."""
-        return BlockDiagonal(tuple(b * jnp.eye(b.shape[1], dtype=b.dtype) for b in self.blocks))
+        return BlockDiagonal(tuple(b * jnp.eye(b.shape[1], dtype=b.dtype)[None]
+                                   for b in self.blocks))
 
     def magnitude(self) -> "BlockDiagonal":
         """|D| entry by entry."""
