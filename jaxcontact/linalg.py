@@ -25,19 +25,25 @@ def solve(a, b):
     rhs = b if b.ndim == 2 else b[:, None]
     rows = jnp.arange(n)
 
-    def eliminate(k, aug):  # Gauss-Jordan: after step k, column k is the k-th unit vector
-        column = jnp.abs(aug[:, k])
-        p = jnp.argmax(jnp.where(rows >= k, column, -1.0))
-        swap = jnp.where(rows == k, p, jnp.where(rows == p, k, rows))
-        aug = aug[swap]
-        row = aug[k] / aug[k, k]
-        aug = aug - aug[:, k][:, None] * row[None, :]
-        return aug.at[k].set(row)
+    def eliminate(k, aug):
+        p = jnp.argmax(jnp.where(rows >= k, jnp.abs(aug[:, k]), -1.0))
+        return _gauss_jordan_step(aug, k, p)
 
     # a loop, not unrolled: the compiled size stays constant in n
     aug = jax.lax.fori_loop(0, n, eliminate, jnp.concatenate([a, rhs], axis=1))
     x = aug[:, n:]
     return x if b.ndim == 2 else x[:, 0]
+
+
+def _gauss_jordan_step(aug, k, p, raise_pivot=0.0):
+    """Step k of Gauss-Jordan elimination on the augmented matrix: rows k and p swapped, the
+    pivot raised by `raise_pivot`, column k made the k-th unit vector."""
+    rows = jnp.arange(aug.shape[0])
+    aug = aug[jnp.where(rows == k, p, jnp.where(rows == p, k, rows))]
+    aug = aug.at[k, k].add(raise_pivot)
+    row = aug[k] / aug[k, k]
+    aug = aug - aug[:, k][:, None] * row[None, :]
+    return aug.at[k].set(row)
 
 
 def inverse(a):
@@ -86,11 +92,7 @@ def solve_convexified(a, b, metric, weight=1.0):
         shift = jax.lax.stop_gradient(raised - pivot)
         p = jnp.argmax(jnp.where(rows >= k, jnp.abs(column), -1.0))
         p = jnp.where(modify, k, p)
-        aug = aug[jnp.where(rows == k, p, jnp.where(rows == p, k, rows))]
-        aug = aug.at[k, k].add(weight * shift)
-        row = aug[k] / aug[k, k]
-        aug = aug - aug[:, k][:, None] * row[None, :]
-        return aug.at[k].set(row), e.at[k].set(shift)
+        return _gauss_jordan_step(aug, k, p, weight * shift), e.at[k].set(shift)
 
     e = jnp.zeros((n,), a.dtype)
     if n > _MAX_ELIMINATION:  # the shift by elimination, the solve by LAPACK
