@@ -309,18 +309,58 @@ def prepare(model, state, control) -> Context:
 
 # --- generic assembly (every function takes args = (model, ctx) last) -------------------------
 
-def _psi(term, dt, irls=0.0):
-    """Ψ(x_e, x̄_e, start, params, shared) of one element, from local velocity vectors."""
-    def psi(x, lag, start, params, shared):
-        return term.potential(dofs.local(start, x, dt), dofs.local(start, lag, dt), params,
-                              shared, dt, irls)
-    return psi
+def _potential(term, dt, x, lag, start, params, shared, irls=0.0):
+    """Ψ(x_e, x̄_e) of one element, from its local velocity vectors."""
+    return term.potential(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared,
+                          dt, irls)
 
 
-def _each(fn, el: Elements, *per_element):
-    """vmap of fn over the elements: fn(*per_element, start, params, shared)."""
-    axes = (0,) * len(per_element) + (0, 0, None)
-    return jax.vmap(fn, in_axes=axes)(*per_element, el.start, el.params, el.shared)
+def _each(kernel, term, el: Elements, dt, *per_element, extra=()):
+    """kernel(term, dt, *per_element, start, params, shared, *extra) over the elements (vmap);
+    the kernels, below, are the only per-element code of the generic assembly."""
+    def one(x, start, params, shared):
+        return kernel(term, dt, *x, start, params, shared, *extra)
+    return jax.vmap(one, in_axes=(0, 0, 0, None))(per_element, el.start, el.params, el.shared)
+
+
+# the element kernels of `_each`
+
+_potential_gradient = jax.grad(_potential, argnums=2)
+
+
+def _linearized(term, dt, x, x_lag, start, params, shared, mode):
+    """An element's gradient and its local Jacobian (`linearize`), from one forward pass."""
+    def grad_at(y):
+        # the lag is y itself in the exact Jacobian (w = 1), the held x̄ when w = 0
+        y_lag = mode * y + (1.0 - mode) * x_lag
+        return _potential_gradient(term, dt, y, y_lag, start, params, shared)
+
+    # (jacfwd would trace the gradient a second time for the value)
+    def push(t):
+        return jax.jvp(grad_at, (x,), (t,))
+    return jax.vmap(push, out_axes=(None, -1))(jnp.eye(x.shape[0], dtype=x.dtype))
+
+
+def _row_groups(term, dt, x, lag, start, params, shared):
+    return term.rows(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared, dt)
+
+
+def _rows_and_jacobians(term, dt, x, start, params, shared):
+    """An element's row groups at x (lag x), G = ∂e/∂x with the lag frozen, curvatures."""
+    groups = _row_groups(term, dt, x, x, start, params, shared)
+    jac = jax.jacfwd(lambda y: tuple(g.error for g in _row_groups(term, dt, y, x, start, params,
+                                                                  shared)))(x)
+    return groups, jac, tuple(g.curvature() for g in groups)
+
+
+def _reweighted_hessian(term, dt, x, start, params, shared):
+    """The Hessian of Ψ(·; x̄ = x) with reweighted friction (`gauss_newton`)."""
+    return jax.hessian(_potential, argnums=2)(term, dt, x, jax.lax.stop_gradient(x), start,
+                                              params, shared, 1.0)
+
+
+def _gaps(term, dt, x, start, params, shared):
+    return term.gaps(dofs.local(start, x, dt), params, shared)
 
 
 def kinetic(u, ctx: Context):
@@ -333,7 +373,7 @@ def merit(u, u_lag, args):
     model, ctx = args
     total = kinetic(u, ctx)
     for term, el in zip(model.terms, ctx.elements):
-        values = _each(_psi(term, model.dt), el, dofs.gather(u, el.index),
+        values = _each(_potential, term, el, model.dt, dofs.gather(u, el.index),
                        dofs.gather(u_lag, el.index))
         total = total + jnp.sum(values)
     return total
@@ -352,7 +392,7 @@ def gradient_noise(u, args, lag=None):
     g = ctx.mass.apply(u - ctx.u_free)
     total = jnp.abs(ctx.mass.apply(u)) + jnp.abs(ctx.mass.apply(ctx.u_free))
     for term, el in zip(model.terms, ctx.elements):
-        g_e = _each(jax.grad(_psi(term, model.dt)), el, dofs.gather(u, el.index),
+        g_e = _each(_potential_gradient, term, el, model.dt, dofs.gather(u, el.index),
                     dofs.gather(lag, el.index))
         g = g + dofs.scatter(g_e, el.index, n)
         total = total + dofs.scatter(jnp.abs(g_e), el.index, n)
@@ -398,21 +438,8 @@ def linearize(u, args, mode="exact", lag=None):
     g = ctx.mass.apply(u - ctx.u_free)
     local = []
     for term, el in zip(model.terms, ctx.elements):
-        psi = _psi(term, model.dt)
-
-        def element(x, x_lag, start, params, shared, psi=psi):
-            def grad_at(y):
-                # the lag is y itself in the exact Jacobian (w = 1), the held x̄ when w = 0
-                y_lag = mode * y + (1.0 - mode) * x_lag
-                return jax.grad(psi)(y, y_lag, start, params, shared)
-
-            # the gradient and its Jacobian from one forward pass (jacfwd would trace the
-            # gradient a second time for the value)
-            def push(t):
-                return jax.jvp(grad_at, (x,), (t,))
-            return jax.vmap(push, out_axes=(None, -1))(jnp.eye(x.shape[0], dtype=x.dtype))
-
-        g_e, j_e = _each(element, el, dofs.gather(u, el.index), dofs.gather(lag, el.index))
+        g_e, j_e = _each(_linearized, term, el, model.dt, dofs.gather(u, el.index),
+                         dofs.gather(lag, el.index), extra=(mode,))
         g = g + dofs.scatter(g_e, el.index, n)
         local.append(j_e)
     return g, _assembled(model, ctx, local)
@@ -421,17 +448,7 @@ def linearize(u, args, mode="exact", lag=None):
 def _term_rows(term, el: Elements, u, dt):
     """The rows of one row term at u (lag ū = u): per group, errors, local Jacobians
     G = ∂e/∂x with the lag frozen, stiffnesses, cones and curvatures."""
-    def groups_at(x, lag, start, params, shared):
-        return term.rows(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared,
-                         dt)
-
-    def element(x, start, params, shared):
-        groups = groups_at(x, x, start, params, shared)
-        jac = jax.jacfwd(lambda y: tuple(g.error for g in groups_at(y, x, start, params,
-                                                                    shared)))(x)
-        return groups, jac, tuple(g.curvature() for g in groups)
-
-    return _each(element, el, dofs.gather(u, el.index))
+    return _each(_rows_and_jacobians, term, el, dt, dofs.gather(u, el.index))
 
 
 def rows(u, args) -> tuple:
@@ -469,12 +486,7 @@ def gauss_newton(u, args) -> Jacobian:
                 total = total + jnp.einsum("eri,er,erj->eij", flat, weight, flat)
             local.append(total)
             continue
-        psi = _psi(term, model.dt, irls=1.0)
-
-        def hessian(x, start, params, shared, psi=psi):
-            return jax.hessian(psi)(x, jax.lax.stop_gradient(x), start, params, shared)
-
-        local.append(_each(hessian, el, dofs.gather(u, el.index)))
+        local.append(_each(_reweighted_hessian, term, el, model.dt, dofs.gather(u, el.index)))
     return _assembled(model, ctx, local)
 
 
@@ -494,7 +506,7 @@ def free_flight(args):
         total = 0.0
         for term, el in linear:
             x = dofs.gather(u, el.index)
-            total = total + jnp.sum(_each(_psi(term, model.dt), el, x, x))
+            total = total + jnp.sum(_each(_potential, term, el, model.dt, x, x))
         return total
 
     return ctx.u_free - ctx.mass.solve(jax.grad(linear_potential)(jnp.zeros_like(ctx.u_free)))
@@ -521,11 +533,7 @@ def contact_gaps(u, args):
     for term, el in zip(model.terms, ctx.elements):
         if not term.reports_gaps:
             continue
-
-        def gaps(x, start, params, shared, term=term):
-            return term.gaps(dofs.local(start, x, model.dt), params, shared)
-
-        out.append(_each(gaps, el, dofs.gather(u, el.index)).reshape(-1))
+        out.append(_each(_gaps, term, el, model.dt, dofs.gather(u, el.index)).reshape(-1))
     return jnp.concatenate(out) if out else jnp.zeros((0,), u.dtype)
 
 

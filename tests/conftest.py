@@ -28,3 +28,50 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 _CACHE = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
 jax.config.update("jax_compilation_cache_dir", os.environ.get("JAXCONTACT_CACHE", str(_CACHE)))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+# --- optional compile profile ----------------------------------------------------------------
+# JAXCONTACT_TEST_PROFILE=dir writes, per pytest worker, a JSON of the seconds each test (setup,
+# call and teardown together) spent tracing, lowering and compiling JAX programs, and the count
+# of backend compilations (those under 0.5 s apart: mostly eager operations): the costs that dominate a cold run, which --durations cannot split.
+
+_PROFILE_DIR = os.environ.get("JAXCONTACT_TEST_PROFILE")
+if _PROFILE_DIR:
+    import json
+
+    import pytest
+    from jax._src import monitoring
+
+    _EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
+               "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+               "/jax/core/compile/backend_compile_duration": "compile"}
+    _profile: dict = {}
+    _current = ["<collection>"]
+
+    def _record(event, seconds, **_):
+        kind = _EVENTS.get(event)
+        if kind is not None:
+            entry = _profile.setdefault(_current[0], {"trace": 0.0, "lower": 0.0,
+                                                      "compile": 0.0, "programs": 0,
+                                                      "small_compile": 0.0, "small_programs": 0})
+            entry[kind] += seconds
+            if kind == "compile":
+                entry["programs"] += 1
+                # eager operations on new shapes each compile a small program
+                small = seconds < 0.5
+                entry["small_compile"] += seconds * small
+                entry["small_programs"] += small
+
+    monitoring.register_event_duration_secs_listener(_record)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        _current[0] = item.nodeid
+        yield
+        _current[0] = "<between tests>"
+
+    def pytest_sessionfinish(session):
+        out = pathlib.Path(_PROFILE_DIR)
+        out.mkdir(parents=True, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        (out / f"profile_{worker}.json").write_text(json.dumps(_profile, indent=1))
