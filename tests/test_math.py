@@ -516,12 +516,17 @@ def test_convexifying_shift_of_a_diagonal_matrix_is_its_absolute_value():
     np.testing.assert_allclose(values + shift, np.abs(values), rtol=1e-14)
 
 
-def test_convexifying_shift_makes_indefinite_matrices_positive_definite():
-    rng = np.random.default_rng(602)
+def _symmetric_in_metric(rng):
+    """A batch of random symmetric (6, 6) matrices S^1/2 (q + qᵀ) S^1/2 (indefinite), q, and
+    their metrics S and S^1/2."""
     q = rng.normal(size=(_BATCH, 6, 6))
     metric = _metrics(6, rng)
     scale = np.sqrt(metric)
-    a = scale[:, :, None] * (q + np.swapaxes(q, 1, 2)) * scale[:, None, :]
+    return scale[:, :, None] * (q + np.swapaxes(q, 1, 2)) * scale[:, None, :], q, metric, scale
+
+
+def test_convexifying_shift_makes_indefinite_matrices_positive_definite():
+    a, _, metric, scale = _symmetric_in_metric(np.random.default_rng(602))
     assert np.all(np.linalg.eigvalsh(a).min(axis=1) < 0)
     shift = np.asarray(_shift_batch(jnp.asarray(a), jnp.asarray(metric)))
     assert np.all(shift >= 0)
@@ -538,10 +543,7 @@ def test_solve_convexified_solves_the_modified_system_or_the_plain_one():
     # weight 1: x solves (a + diag(e)) x = b with the same e as convexifying_shift; weight 0:
     # x = a⁻¹ b (partial pivoting, a need not be symmetric) and e is only reported
     rng = np.random.default_rng(603)
-    q = rng.normal(size=(_BATCH, 6, 6))
-    metric = _metrics(6, rng)
-    scale = np.sqrt(metric)
-    sym = scale[:, :, None] * (q + np.swapaxes(q, 1, 2)) * scale[:, None, :]
+    sym, q, metric, scale = _symmetric_in_metric(rng)
     b = rng.normal(size=(_BATCH, 6))
     ones, zeros = jnp.ones(_BATCH), jnp.zeros(_BATCH)
     x, e = _solve_convexified(jnp.asarray(sym), jnp.asarray(b), jnp.asarray(metric), ones)
