@@ -238,6 +238,9 @@ class Problem(NamedTuple):
       gradient:  g(u, args) -> (n,): ∂Φ/∂u (u; ū = u), zero at the solution.
       residual:  (u, args) -> (n,): M⁻¹ g, in units of velocity (what `tol` measures).
       merit:     Φ(u, u_lag, args) -> (): potential whose u-gradient at u_lag = u is g.
+      merit_change: (u, u_lag, trial (L, n), args) -> ((L,), (L,)): Φ(v; ū) - Φ(u; ū) at
+                 each trial point v, formed without cancelling Φ's large terms, and the
+                 magnitude its rounding is relative to.
       linearize: (u, args, mode, lag) -> (g, `Jacobian`): mode "exact" (the exact Jacobian
                  of g), "lagged" (symmetric Hessian of Φ(·; ū) at u, lag ū), or a traced 0/1
                  weight between the two.
@@ -256,6 +259,7 @@ class Problem(NamedTuple):
     gradient: Callable
     residual: Callable
     merit: Callable
+    merit_change: Callable
     linearize: Callable
     gauss_newton: Callable
     rows: Callable

@@ -379,6 +379,47 @@ def merit(u, u_lag, args):
     return total
 
 
+def merit_change(u, u_lag, trial, args):
+    """(Φ(v; ū) - Φ(u; ū) for each trial point v (rows of `trial`), the magnitude its rounding
+    is relative to): the line search's comparison, without forming Φ itself.
+
+    Φ is a sum of large terms (the kinetic energy ½ (u - ũ)ᵀM(u - ũ) of a fast body, the
+    energy of a stiff contact) whose changes near the solution are far below their rounding:
+    in float32, 64 ulps of the kinetic energy of a rolling 10 g ball exceed the decrease of a
+    step that fixes its spin. Here the inertia's change is formed from δ = v - u (exact near
+    u) as δᵀM(u - ũ) + ½ δᵀMδ, a linear term's (gravity) as its gradient times δ, and every
+    other element's change from its own two values, so the rounding left is relative to the
+    magnitudes that change (returned per trial point).
+    Where Φ(u; ū) itself is not finite, a finite trial value is a change of -inf."""
+    model, ctx = args
+    delta = trial - u[None, :]
+    m_delta = jax.vmap(ctx.mass.apply)(delta)
+    first = m_delta @ (u - ctx.u_free)
+    second = 0.5 * jnp.sum(delta * m_delta, axis=1)
+    change = first + second
+    size = jnp.abs(first) + jnp.abs(second)
+    at_u = kinetic(u, ctx)
+    points = jnp.concatenate([trial, u[None, :]])
+    for term, el in zip(model.terms, ctx.elements):
+        lag = dofs.gather(u_lag, el.index)
+        if term.linear:
+            # exactly its gradient times δ: its values (m g z of a body high above the
+            # origin) round at a level far above the changes
+            slope = dofs.scatter(_each(_potential_gradient, term, el, model.dt,
+                                       dofs.gather(u, el.index), lag), el.index, u.shape[0])
+            change = change + delta @ slope
+            size = size + jnp.abs(delta) @ jnp.abs(slope)
+            continue
+        values = jax.vmap(lambda v: _each(_potential, term, el, model.dt,
+                                          dofs.gather(v, el.index), lag))(points)
+        change = change + jnp.sum(values[:-1] - values[-1:], axis=1)
+        size = size + jnp.sum(jnp.abs(values[:-1]) + jnp.abs(values[-1:]), axis=1)
+        at_u = at_u + jnp.sum(values[-1])
+    change = jnp.where(jnp.isfinite(at_u), change,
+                       jnp.where(jnp.isfinite(change), -jnp.inf, jnp.nan))
+    return change, size
+
+
 def gradient_noise(u, args, lag=None):
     """(∇₁Φ(u; ū), its rounding noise per DOF), ū = `lag` (default u: then g(u), zero at the
     end-of-step velocities), in one pass over the elements.
@@ -545,6 +586,7 @@ def check_rows(model) -> None:
                          + "; ".join(reasons))
 
 
-PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, linearize=linearize,
+PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, merit_change=merit_change,
+                  linearize=linearize,
                   gauss_newton=gauss_newton, rows=rows, mass=mass, start=free_flight,
                   gradient_noise=gradient_noise, resolution=resolution, rotation=largest_rotation)

@@ -31,6 +31,7 @@ jax.config.update("jax_enable_x64", True)   # tests/conftest.py does it too
 DT = 0.005
 G = np.array([0.0, 0.0, -9.81])
 MASSES = {"box": 1.0, "sphere": 0.5, "particle": 0.1}
+ALPHAS = np.array([1.0, 0.1, 1e-3])   # trial step lengths of the merit change
 
 
 def _scene():
@@ -78,6 +79,9 @@ def _evaluate(u, v, w, args):
         "g_exact": g_exact, "g_lagged": g_lagged,
         "merit_plus": merit(u + step * v, u, args), "merit_minus": merit(u - step * v, u, args),
         "step": step, "residual": terms.residual(u, args), "free": terms.free_flight(args),
+        "merit_change": terms.merit_change(u, u + 0.1 * w,
+                                           u[None, :] + ALPHAS[:, None] * v[None, :], args),
+        "merit_at": jnp.stack([merit(u + a * v, u + 0.1 * w, args) for a in (0.0, *ALPHAS)]),
         "u_free": args[1].u_free, "mass": args[1].mass.dense(),
         "gaps": terms.contact_gaps(u, args), "jacfwd": h_uu + h_ulag, "hessian": h_uu,
     }
@@ -146,6 +150,40 @@ def test_gradient_is_the_u_gradient_of_merit_with_lag_at_u(ev):
 def test_gradient_matches_finite_differences_of_merit(ev):
     fd = (ev["merit_plus"] - ev["merit_minus"]) / (2.0 * ev["step"])
     assert fd == pytest.approx(float(ev["g"] @ ev["v"]), rel=1e-6, abs=1e-9)
+
+
+def test_merit_change_is_the_difference_of_merit_values(ev):
+    # with a lag that is not u, at steps of three sizes; the change is formed without Φ
+    change, magnitude = ev["merit_change"]
+    at = ev["merit_at"]
+    np.testing.assert_allclose(change, at[1:] - at[0], rtol=1e-9, atol=0)
+    assert np.all(magnitude >= np.abs(change))
+
+
+def test_merit_change_resolves_what_merit_values_cannot_in_float32():
+    # a 10 g ball rolling at 1 m/s, 5 cm above the origin: its spin corrected by 1e-3 rad/s
+    # changes Φ by 5e-12 J, far below the rounding of Φ (gravity m g z and the kinetic
+    # energy) in float32; the change in float32 matches float64's to 1 %
+    def changes(model, state):
+        control = jc.Control.zeros(1, 0, dtype=state.pos.dtype)
+        args = (model, terms.prepare(model, state, control))
+        u = dofs.velocity(state)
+        trial = u[None, :] + jnp.asarray([[0.0, 0.0, 0.0, 0.0, -1e-3, 0.0]], u.dtype)
+        change = terms.merit_change(u, u, trial, args)[0][0]
+        return change, terms.merit(trial[0], u, args) - terms.merit(u, u, args)
+
+    def evaluate(dtype):
+        scene = jc.Scene(dt=1e-4, stiffness=1e5, damping=63.0)
+        scene.add_plane()
+        scene.add_sphere(0.05, 0.01, pos=(0.0, 0.0, 0.05), vel=(1.0, 0.0, 0.0),
+                         ang_vel=(0.0, 20.0, 0.0))
+        return [float(x) for x in jax.jit(changes)(*scene.build(dtype=dtype))]
+
+    reference, _ = evaluate(jnp.float64)
+    change, values = evaluate(jnp.float32)
+    assert 1e-12 < abs(reference) < 1e-10
+    assert change == pytest.approx(reference, rel=1e-2)
+    assert abs(values - reference) >= 0.5 * abs(reference)   # what comparing Φ values gives
 
 
 # --- Jacobians -----------------------------------------------------------------------------------

@@ -22,8 +22,10 @@ therefore alternates two phases, per scene:
   distort the model wherever the mass outweighs an element's negative curvature (a spring
   compressed near zero length, the curvature of a contact), and the phase would converge
   only linearly there. A parallel backtracking line search follows: the step lengths of
-  `Newton.steps` are tried at once, one batched evaluation of Φ(·; ū), and the longest
-  meeting the Armijo condition is taken. Every step descends, so the phase cannot wander.
+  `Newton.steps` are tried at once, one batched evaluation of the change of Φ(·; ū)
+  (`Problem.merit_change`: formed without Φ's large terms, so float32 resolves it), and the
+  longest step meeting the Armijo condition with at least half the best decrease found is
+  taken (design note 16c). Every step descends, so the phase cannot wander.
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
 
@@ -42,6 +44,7 @@ from jaxcontact.solvers import base, linear
 
 _FORCING_MIN, _FORCING_MAX = 1e-10, 1e-3  # relative accuracy of the Krylov directions
 _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choice)
+_SHARE = 0.5  # a lag step must gain this share of the best decrease along its direction
 _NOISE_ULPS = 64.0  # rounding noise of the merit, in ulps of its magnitude (measured ~10)
 _NEWTON_CONTRACTION = 0.5  # a Newton step must shrink the residual by this factor
 _SHIFT_MIN = 1e-2  # the smallest non-zero shift τ of a Krylov lag phase (in units of M)
@@ -162,22 +165,24 @@ class Newton(base.Solver):
         g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, args,
                                                          tol)
         steps = self.steps(u.dtype)
-        # the trial points and u itself (one batched evaluation)
+        # the trial points, and the change of Φ(·; ū) at each (one batched evaluation)
         trial = u[None, :] + steps[:, None] * direction[None, :]
-        merit = jax.vmap(problem.merit, in_axes=(0, None, None))(
-            jnp.concatenate([trial, u[None, :]]), lag, args)
-        merit, merit0 = merit[:-1], merit[-1]
-        finite = jnp.isfinite(merit)
-        # rounding noise of the comparison, relative to the values compared (Φ has units)
-        fuzz = _NOISE_ULPS * jnp.finfo(u.dtype).eps * jnp.maximum(jnp.abs(merit0),
-                                                                    jnp.abs(merit))
+        change, magnitude = problem.merit_change(u, lag, trial, args)
+        finite = ~jnp.isnan(change) & (change < jnp.inf)
+        # rounding noise of the comparison, relative to the magnitudes that change
+        fuzz = _NOISE_ULPS * jnp.finfo(u.dtype).eps * magnitude
         slope = jnp.minimum(jnp.dot(g_lag, direction), 0.0)
-        armijo = finite & (merit <= merit0 + _ARMIJO * steps * slope + fuzz)
-        # lag phase: the longest step meeting Armijo, else the best one tried
-        pick = jnp.where(jnp.any(armijo), jnp.argmax(armijo),
-                         jnp.argmin(jnp.where(finite, merit, jnp.inf)))
-        # Newton phase: the full step unless it raises Φ(·; ū), else the longest Armijo step
-        merit_ok = merit[0] <= merit0 + fuzz[0]
+        armijo = finite & (change <= _ARMIJO * steps * slope + fuzz)
+        # lag phase: the longest step meeting Armijo that gains at least half the largest
+        # decrease of those tried (all were evaluated: at a kink of friction the full step
+        # can land across it with barely any decrease, and cycle, where a shorter one
+        # reaches the bottom), else the best one tried
+        best = jnp.min(jnp.where(armijo, change, jnp.inf))
+        lowest = jnp.argmax(armijo & (change <= _SHARE * best + fuzz))
+        pick = jnp.where(jnp.any(armijo), lowest,
+                         jnp.argmin(jnp.where(finite, change, jnp.inf)))
+        # Newton phase: the full step unless it raises Φ(·; ū), else that Armijo step
+        merit_ok = change[0] <= fuzz[0]
         damped = jnp.where(merit_ok | ~jnp.any(armijo), 0, jnp.argmax(armijo))
         pick = jnp.where(newton > 0, damped, pick)
         u_new = trial[pick]
@@ -199,8 +204,7 @@ class Newton(base.Solver):
         u_new, g_new, noise_new = jax.tree.map(
             lambda a, b: jnp.where(full & (newton > 0), a, b),
             (trial[0], g_full, noises[0]), (u_new, g_new, noises[1]))
-        held = (base.finite(u_new) & base.finite(g_new)
-                & ~(jnp.isfinite(merit0) & (merit[pick] > merit0 + fuzz[pick])))
+        held = base.finite(u_new) & base.finite(g_new) & ~(change[pick] > fuzz[pick])
         refresh = (base.residual_norm(mass.solve(g_lag_new)) <= _LAG_REFRESH * r_new)
         # Newton phase: accept and stay; else, where the full step lowers the residual (if
         # by less than half) and meets Armijo on Φ(·; ū) along a descent direction, it is a
