@@ -57,6 +57,9 @@ def sphere():
     return models, state, controls, weights, directions
 
 
+# compile-heavy (4 rules); in CI: test_matrix_free_adjoint_matches_the_dense_one_on_a_sphere
+# and test_gradients
+@pytest.mark.slow
 def test_every_gradient_rule_agrees_on_a_landing_sliding_sphere(sphere):
     models, state, controls, weights, directions = sphere
     rev = check_modes(models, state, controls, weights, directions)

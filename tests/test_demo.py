@@ -53,6 +53,7 @@ def test_measured_restitution_of_synthetic_bounce():
     assert demo.measured_restitution(vz) == pytest.approx(0.7)
 
 
+@pytest.mark.slow  # compile-heavy; `make demo` runs the fit
 def test_throw_fit_reduces_loss():
     result = demo.optimize_bounce(iterations=6)
     losses = [h["loss"] for h in result["history"]]

@@ -72,6 +72,7 @@ def test_user_spring_follows_the_builtin_trajectory(spring_pair):
     assert float(jnp.abs(traj_b.vel[-1, 0, 0] - state.vel[0, 0])) > 1e-2
 
 
+@pytest.mark.slow  # compile-heavy; CI: the trajectory equality above
 def test_user_spring_gradients_equal_the_builtin_ones(spring_pair):
     model_b, model_u, state = spring_pair
 

@@ -327,6 +327,7 @@ def resting():
 CROSSED = (0.1, 0.01, 0.04)  # half size and rounding of the crossed boxes, capsule radius
 
 
+@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
 def test_box_on_box_resting_penetration(resting):
     k, m, ((_, final), _) = resting
     z = np.asarray(final.pos[:, 2])
@@ -336,6 +337,7 @@ def test_box_on_box_resting_penetration(resting):
     np.testing.assert_allclose(z[1], 0.3 - low - pair, rtol=0, atol=1e-8)
 
 
+@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
 def test_box_and_capsule_rest_on_a_crossed_box_edge(resting):
     # a box balanced on its bottom edge (along y) carries a box on crossed edges, another
     # (top edge along x) a capsule lying across it: only the edge rows touch, each carrying
@@ -352,6 +354,7 @@ def test_box_and_capsule_rest_on_a_crossed_box_edge(resting):
                                atol=1e-8)
 
 
+@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
 def test_sphere_on_box_and_mesh_cube_resting_penetration(resting):
     k, m, ((_, final), _) = resting
     z = np.asarray(final.pos[:, 2])
@@ -361,6 +364,7 @@ def test_sphere_on_box_and_mesh_cube_resting_penetration(resting):
     np.testing.assert_allclose(z[4], 0.1 - m * G / (4 * k), atol=1e-8)  # 4 bottom vertices
 
 
+@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
 def test_sphere_rests_on_heightfield(resting):
     k, m, (_, (_, final)) = resting
     np.testing.assert_allclose(float(final.pos[0, 2]), 0.15 - m * G / k, atol=1e-8)

@@ -465,6 +465,7 @@ _ARM_ROWS = (
 _ARM_DAMPING = (5, 7, 9)       # velocity rows ẋ = G u, G frozen at the start of the step
 
 
+@pytest.mark.slow  # compile-heavy arm fixture; CI: test_solvers' row checks on contact rows
 def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     model, args, u, (rows, dense) = arm_solution
     n = model.n_body
@@ -517,6 +518,7 @@ def test_dual_projection_clamps_one_sided_joint_rows():
 
 # --- smoothness at zero error -------------------------------------------------------------------
 
+@pytest.mark.slow  # compile-heavy; CI: test_implicit_gradient_matches_finite_differences
 def test_residual_jacobian_is_finite_where_every_joint_error_is_zero():
     # every kind at its build pose (all errors 0, a zero-length cable, a hinge limit at 0):
     # Φ's gradient and Hessian are finite there

@@ -50,6 +50,7 @@ def test_particle_slides_with_deceleration_mu_g():
     assert np.all(np.abs(np.asarray(traj.particle_vel[:, 0, 1])) < 1e-12)
 
 
+@pytest.mark.slow  # compile-heavy; CI: the particle on the plane and the attachments
 def test_particle_rests_on_a_rigid_sphere_at_m_g_over_k():
     """A particle on top of a heavy sphere that rests on the ground: the particle-sphere gap
     settles at -m_p g / k (the rigid shape collides with the particle as a ball)."""

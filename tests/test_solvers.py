@@ -74,14 +74,11 @@ def _assert_reaches(final, info, reference):
     np.testing.assert_allclose(final.ang_vel, reference.ang_vel, atol=1e-6)
 
 
-# the matrix-free Newton solvers: slow here (compile-heavy), checked in CI on a small scene by
-# test_krylov_newton_reaches_the_dense_newton_solution below
-KRYLOV = ("newton_bicgstab", "newton_cg", "newton_cr")
-
-
+# all slow (each ~1-2 min of compilation, plus the Newton reference). In CI, test_physics
+# runs Descent and Dual against closed forms, and the matrix-free Newton solvers are checked
+# on a small scene by test_krylov_newton_reaches_the_dense_newton_solution below
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.slow) if n in KRYLOV else n
-    for n in SOLVERS if n != "newton"])
+    pytest.param(n, marks=pytest.mark.slow) for n in SOLVERS if n != "newton"])
 def test_every_solver_reaches_the_newton_solution(name, reference):
     (final, _, info), _ = _run(name)
     _assert_reaches(final, info, reference)

@@ -103,6 +103,7 @@ def _spring_loss(params, model, state):
     return jnp.sum(final.pos * jnp.asarray([[0.3, -0.7, 1.1]])) + jnp.sum(final.ang_vel)
 
 
+@pytest.mark.slow  # compile-heavy; CI: test_joints' implicit gradient, test_particles' gradients
 def test_spring_parameter_gradients_match_finite_differences():
     s = jc.Scene(dt=0.002)
     s.add_plane()
