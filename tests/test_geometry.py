@@ -282,6 +282,10 @@ def test_sphere_against_heightfield_obstacle():
 
 # --- physics --------------------------------------------------------------------------------
 
+# RESTING_IN_CI: the resting closed forms below (box on box, crossed edges, heightfield) share
+# one 9-body rollout that compiles for ~2 min, so they run in the slow tier only. CI checks the
+# same contact geometry row by row in this file (corner rows, crossed edges, the heightfield
+# obstacle) and resting penetration on the plane in test_physics.
 # the resting scenes' rollouts, one program per scene structure
 _settle = jax.jit(lambda model, state: jc.rollout(model, state, steps=400, return_info=True))
 
@@ -327,7 +331,7 @@ def resting():
 CROSSED = (0.1, 0.01, 0.04)  # half size and rounding of the crossed boxes, capsule radius
 
 
-@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
+@pytest.mark.slow  # 9-body fixture, ~2 min of compilation (see RESTING_IN_CI)
 def test_box_on_box_resting_penetration(resting):
     k, m, ((_, final), _) = resting
     z = np.asarray(final.pos[:, 2])
@@ -337,7 +341,7 @@ def test_box_on_box_resting_penetration(resting):
     np.testing.assert_allclose(z[1], 0.3 - low - pair, rtol=0, atol=1e-8)
 
 
-@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
+@pytest.mark.slow  # 9-body fixture, ~2 min of compilation (see RESTING_IN_CI)
 def test_box_and_capsule_rest_on_a_crossed_box_edge(resting):
     # a box balanced on its bottom edge (along y) carries a box on crossed edges, another
     # (top edge along x) a capsule lying across it: only the edge rows touch, each carrying
@@ -354,7 +358,7 @@ def test_box_and_capsule_rest_on_a_crossed_box_edge(resting):
                                atol=1e-8)
 
 
-@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
+@pytest.mark.slow  # 9-body fixture, ~2 min of compilation (see RESTING_IN_CI)
 def test_sphere_on_box_and_mesh_cube_resting_penetration(resting):
     k, m, ((_, final), _) = resting
     z = np.asarray(final.pos[:, 2])
@@ -364,7 +368,7 @@ def test_sphere_on_box_and_mesh_cube_resting_penetration(resting):
     np.testing.assert_allclose(z[4], 0.1 - m * G / (4 * k), atol=1e-8)  # 4 bottom vertices
 
 
-@pytest.mark.slow  # the 9-body resting fixture compiles for ~2 min; CI: test_physics resting
+@pytest.mark.slow  # 9-body fixture, ~2 min of compilation (see RESTING_IN_CI)
 def test_sphere_rests_on_heightfield(resting):
     k, m, (_, (_, final)) = resting
     np.testing.assert_allclose(float(final.pos[0, 2]), 0.15 - m * G / k, atol=1e-8)
