@@ -383,33 +383,27 @@ def merit_change(u, u_lag, trial, args):
     """(Φ(v; ū) - Φ(u; ū) for each trial point v (rows of `trial`), the magnitude its rounding
     is relative to): the line search's comparison, without forming Φ itself.
 
-    Φ is a sum of large terms (the kinetic energy ½ (u - ũ)ᵀM(u - ũ) of a fast body, the
-    energy of a stiff contact) whose changes near the solution are far below their rounding:
-    in float32, 64 ulps of the kinetic energy of a rolling 10 g ball exceed the decrease of a
-    step that fixes its spin. Here the inertia's change is formed from δ = v - u (exact near
-    u) as δᵀM(u - ũ) + ½ δᵀMδ, a linear term's (gravity) as its gradient times δ, and every
-    other element's change from its own two values, so the rounding left is relative to the
-    magnitudes that change (returned per trial point).
+    Φ is a sum of large terms (gravity m g z of a body high above the origin, the kinetic
+    energy of a fast body, the energy of a stiff contact) whose changes near the solution are
+    far below their rounding: in float32, 64 ulps of the gravity term of a rolling 10 g ball
+    exceed the decrease of a step that fixes its spin (design note 16c). Here the inertia and
+    the terms linear in u (gravity), which together are ½ (u - û)ᵀM(u - û) + const with û the
+    free flight (`free_flight`), change by δᵀM(u - û) + ½ δᵀMδ, δ = v - u (exact near u), and
+    every other element by the difference of its own two values, so the rounding left is
+    relative to the magnitudes that change (returned per trial point).
     Where Φ(u; ū) itself is not finite, a finite trial value is a change of -inf."""
     model, ctx = args
     delta = trial - u[None, :]
     m_delta = jax.vmap(ctx.mass.apply)(delta)
-    first = m_delta @ (u - ctx.u_free)
-    second = 0.5 * jnp.sum(delta * m_delta, axis=1)
-    change = first + second
-    size = jnp.abs(first) + jnp.abs(second)
+    away = u - free_flight(args)
+    change = m_delta @ away + 0.5 * jnp.sum(delta * m_delta, axis=1)
+    size = jnp.abs(m_delta) @ jnp.abs(away) + 0.5 * jnp.sum(jnp.abs(delta * m_delta), axis=1)
     at_u = kinetic(u, ctx)
     points = jnp.concatenate([trial, u[None, :]])
     for term, el in zip(model.terms, ctx.elements):
-        lag = dofs.gather(u_lag, el.index)
         if term.linear:
-            # exactly its gradient times δ: its values (m g z of a body high above the
-            # origin) round at a level far above the changes
-            slope = dofs.scatter(_each(_potential_gradient, term, el, model.dt,
-                                       dofs.gather(u, el.index), lag), el.index, u.shape[0])
-            change = change + delta @ slope
-            size = size + jnp.abs(delta) @ jnp.abs(slope)
             continue
+        lag = dofs.gather(u_lag, el.index)
         values = jax.vmap(lambda v: _each(_potential, term, el, model.dt,
                                           dofs.gather(v, el.index), lag))(points)
         change = change + jnp.sum(values[:-1] - values[-1:], axis=1)

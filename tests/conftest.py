@@ -33,7 +33,8 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 # --- optional compile profile ----------------------------------------------------------------
 # JAXCONTACT_TEST_PROFILE=dir writes, per pytest worker, a JSON of the seconds each test (setup,
 # call and teardown together) spent tracing, lowering and compiling JAX programs, and the count
-# of backend compilations (those under 0.5 s apart: mostly eager operations): the costs that dominate a cold run, which --durations cannot split.
+# of backend compilations (those under 0.5 s counted apart: mostly eager operations): the
+# costs that dominate a cold run, which --durations cannot split.
 
 _PROFILE_DIR = os.environ.get("JAXCONTACT_TEST_PROFILE")
 if _PROFILE_DIR:

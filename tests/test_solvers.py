@@ -34,11 +34,10 @@ SOLVERS = {
     "descent": jc.Descent(iterations=400),
     "dual": jc.Dual(iterations=600, update="exact"),
 }
-# the solver whose implicit gradient CI checks here: its rollout and gradient are one program
-# (`_helpers.solver_run`); the others' rollouts alone are another. Every solver's answer goes
-# through the same implicit rule (`solvers.adjoint`), so their gradients, checked by the slow
-# run, agree as soon as their solutions do (checked in CI); the gradient half of a rollout's
-# program is its larger half
+# the solver whose rollout and gradient run as one program here (`_helpers.solver_run`); the
+# others' rollouts alone are another. Every solver's answer goes through the same implicit rule
+# (`solvers.adjoint`), so their gradients agree as soon as their solutions do; both are
+# checked by the slow run (the gradient half of a rollout's program is its larger half)
 WITH_GRADIENT = ("newton",)
 
 
