@@ -34,27 +34,28 @@ SOLVERS = {
     "descent": jc.Descent(iterations=400),
     "dual": jc.Dual(iterations=600, update="exact"),
 }
-# the solver whose rollout and gradient run as one program here (`_helpers.solver_run`); the
-# others' rollouts alone are another. Every solver's answer goes through the same implicit rule
-# (`solvers.adjoint`), so their gradients agree as soon as their solutions do; both are
-# checked by the slow run (the gradient half of a rollout's program is its larger half)
-WITH_GRADIENT = ("newton",)
 
 
 @functools.cache
 def _run(name):
-    """(final, traj, info) of the solver scene with SOLVERS[name], and for WITH_GRADIENT the
-    gradient of a linear functional of the final state (else None); computed once."""
-    if name in WITH_GRADIENT:
-        return solver_run(SOLVERS[name])
+    """(final, traj, info) of the solver scene's rollout with SOLVERS[name]; computed once."""
     model, state = solver_scene(SOLVERS[name])
-    return solver_rollout(model, state), None
+    return solver_rollout(model, state)
+
+
+@functools.cache
+def _gradient(name):
+    """The gradient of a linear functional of the solver scene's final state with
+    SOLVERS[name] (`_helpers.solver_run`: its rollout and gradient as one program, the larger
+    of the two). Only the slow run asks for it: CI checks implicit gradients against finite
+    differences on smaller scenes (test_gradients.py, test_adjoint.py)."""
+    return solver_run(SOLVERS[name])[1]
 
 
 @pytest.fixture(scope="module")
 def newton_run():
     model, _ = solver_scene(SOLVERS["newton"])
-    (final, traj, info), _ = _run("newton")
+    final, traj, info = _run("newton")
     return model, final, traj, info
 
 
@@ -79,7 +80,7 @@ def _assert_reaches(final, info, reference):
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.slow) for n in SOLVERS if n != "newton"])
 def test_every_solver_reaches_the_newton_solution(name, reference):
-    (final, _, info), _ = _run(name)
+    final, _, info = _run(name)
     _assert_reaches(final, info, reference)
 
 
@@ -120,7 +121,7 @@ def test_krylov_newton_reaches_the_dense_newton_solution():
 
 @pytest.fixture(scope="module")
 def reference_grad():
-    return _run("newton")[1]
+    return _gradient("newton")
 
 
 @pytest.mark.parametrize("name", [
@@ -128,7 +129,7 @@ def reference_grad():
     pytest.param("newton_cr", marks=pytest.mark.slow),
     pytest.param("descent", marks=pytest.mark.slow), pytest.param("dual", marks=pytest.mark.slow)])
 def test_implicit_gradient_is_the_same_whichever_solver_converged(name, reference_grad):
-    grad = _run(name)[1] if name in WITH_GRADIENT else solver_run(SOLVERS[name])[1]
+    grad = _gradient(name)
     for got, want in zip(jax.tree.leaves(grad), jax.tree.leaves(reference_grad)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
 
