@@ -251,6 +251,7 @@ class Context:
                 at the start of the step), m I₃ per particle.
       u_free:   (n,) ũ: velocities after an explicit step of the control forces and the
                 gyroscopic torque (gravity is a term).
+      u_flight: (n,) ũ plus the impulse of the terms linear in u (`free_flight`).
       overflow: () bool, a stage dropped candidates (`jc.BroadPhase`).
       resolution: (n,) the velocity that one rounding unit of the configuration amounts to
                 over the step: eps |position| / Δt per translational DOF, eps / Δt per
@@ -260,6 +261,7 @@ class Context:
     elements: tuple
     mass: BlockDiagonal
     u_free: Array
+    u_flight: Array
     overflow: Array
     resolution: Array
 
@@ -303,7 +305,9 @@ def prepare(model, state, control) -> Context:
     eps = jnp.finfo(state.pos.dtype).eps
     resolution = jax.lax.stop_gradient(eps / model.dt * dofs.join(
         jnp.abs(state.pos), jnp.ones_like(state.ang_vel), jnp.abs(state.particle_pos)))
-    return Context(elements=tuple(elements), mass=mass, u_free=u_free, overflow=overflow,
+    elements = tuple(elements)
+    return Context(elements=elements, mass=mass, u_free=u_free,
+                   u_flight=_free_flight(model, elements, mass, u_free), overflow=overflow,
                    resolution=resolution)
 
 
@@ -531,11 +535,16 @@ def mass(args) -> BlockDiagonal:
 
 def free_flight(args):
     """ũ plus the impulse of the terms linear in u (gravity): where the step goes without any
-    other term (the start of thesis Algorithms 2 and 3)."""
-    model, ctx = args
-    linear = [(t, el) for t, el in zip(model.terms, ctx.elements) if t.linear]
+    other term (the start of thesis Algorithms 2 and 3). Computed once per step by `prepare`;
+    the line search reads it every iteration (`merit_change`)."""
+    return args[1].u_flight
+
+
+def _free_flight(model, elements, mass, u_free):
+    """`free_flight` from the step's elements, mass and ũ."""
+    linear = [(t, el) for t, el in zip(model.terms, elements) if t.linear]
     if not linear:
-        return ctx.u_free
+        return u_free
 
     def linear_potential(u):
         total = 0.0
@@ -544,7 +553,7 @@ def free_flight(args):
             total = total + jnp.sum(_each(_potential, term, el, model.dt, x, x))
         return total
 
-    return ctx.u_free - ctx.mass.solve(jax.grad(linear_potential)(jnp.zeros_like(ctx.u_free)))
+    return u_free - mass.solve(jax.grad(linear_potential)(jnp.zeros_like(u_free)))
 
 
 def resolution(args):

@@ -47,8 +47,9 @@ def _run(name):
 def _gradient(name):
     """The gradient of a linear functional of the solver scene's final state with
     SOLVERS[name] (`_helpers.solver_run`: its rollout and gradient as one program, the larger
-    of the two). Only the slow run asks for it: CI checks implicit gradients against finite
-    differences on smaller scenes (test_gradients.py, test_adjoint.py)."""
+    of the two). Only the slow run asks for it: CI checks implicit gradients on smaller scenes
+    (against finite differences in test_gradients.py, dense against matrix-free in
+    test_adjoint.py)."""
     return solver_run(SOLVERS[name])[1]
 
 
