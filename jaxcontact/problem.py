@@ -241,9 +241,10 @@ class Problem(NamedTuple):
       merit_change: (u, u_lag, trial (L, n), args) -> ((L,), (L,)): Φ(v; ū) - Φ(u; ū) at
                  each trial point v, formed without cancelling Φ's large terms, and the
                  magnitude its rounding is relative to.
-      linearize: (u, args, mode, lag) -> (g, `Jacobian`): mode "exact" (the exact Jacobian
-                 of g), "lagged" (symmetric Hessian of Φ(·; ū) at u, lag ū), or a traced 0/1
-                 weight between the two.
+      linearize: (u, args, mode, lag, irls) -> (g, `Jacobian`): mode "exact" (the exact
+                 Jacobian of g), "lagged" (symmetric Hessian of Φ(·; ū) at u, lag ū), or a
+                 traced 0/1 weight between the two; irls (default 0) the weight of friction's
+                 reweighted curvature.
       gauss_newton: (u, args) -> `Jacobian`: symmetric positive semi-definite model.
       rows:      (u, args) -> tuple of `RowBlock` (row terms only).
       mass:      (args) -> `BlockDiagonal`.

@@ -332,12 +332,12 @@ def _each(kernel, term, el: Elements, dt, *per_element, extra=()):
 _potential_gradient = jax.grad(_potential, argnums=2)
 
 
-def _linearized(term, dt, x, x_lag, start, params, shared, mode):
+def _linearized(term, dt, x, x_lag, start, params, shared, mode, irls):
     """An element's gradient and its local Jacobian (`linearize`), from one forward pass."""
     def grad_at(y):
         # the lag is y itself in the exact Jacobian (w = 1), the held x̄ when w = 0
         y_lag = mode * y + (1.0 - mode) * x_lag
-        return _potential_gradient(term, dt, y, y_lag, start, params, shared)
+        return _potential_gradient(term, dt, y, y_lag, start, params, shared, irls)
 
     # (jacfwd would trace the gradient a second time for the value)
     def push(t):
@@ -458,14 +458,15 @@ def _assembled(model, ctx, local) -> Jacobian:
                     layout(model).size)
 
 
-def linearize(u, args, mode="exact", lag=None):
+def linearize(u, args, mode="exact", lag=None, irls=0.0):
     """g and a Jacobian of it at u, assembled block-sparse from per-element local Jacobians.
 
     mode "exact": the exact Jacobian of g(u) = ∇Φ(u; u), lag terms included (in general not
     symmetric); "lagged": the symmetric Hessian of Φ(·; ū) at u with the lag ū held (no lag
     terms), and g = ∇₁Φ(u; ū). `lag` is ū (default u; "exact" ignores it). mode may also be
     a traced 0/1 weight (1 = exact, 0 = lagged): one compiled program for a solver that picks
-    per scene (Newton's lag phases).
+    per scene (Newton's lag phases). `irls` (a weight in [0, 1], may be traced) blends in the
+    reweighted curvature of friction pairs (`RowGroup.energy`); g is the same either way.
     """
     if isinstance(mode, str):
         if mode not in MODES:
@@ -478,7 +479,7 @@ def linearize(u, args, mode="exact", lag=None):
     local = []
     for term, el in zip(model.terms, ctx.elements):
         g_e, j_e = _each(_linearized, term, el, model.dt, dofs.gather(u, el.index),
-                         dofs.gather(lag, el.index), extra=(mode,))
+                         dofs.gather(lag, el.index), extra=(mode, irls))
         g = g + dofs.scatter(g_e, el.index, n)
         local.append(j_e)
     return g, _assembled(model, ctx, local)

@@ -26,6 +26,13 @@ therefore alternates two phases, per scene:
   (`Problem.merit_change`: formed without Φ's large terms, so float32 resolves it), and the
   longest step meeting the Armijo condition with at least half the best decrease found is
   taken (design note 16c). Every step descends, so the phase cannot wander.
+  After a direction that needed a step of 1/256 or less, or found no decrease, the next lag
+  direction takes friction's curvature reweighted (thesis Eq. 136: ψ'/|e| along the slip
+  too, where the exact Hessian has none): a direction that ignores the kink of a contact
+  going from slip to stick overshoots it, and the line search's coarse lengths then creep
+  towards it (or cycle), while the reweighted step lands short of the kink and converges to
+  it (design note 16e). A full step goes back to the exact Hessian, whose steps converge
+  fast where contacts do slip.
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
 
@@ -48,6 +55,7 @@ _SHARE = 0.5  # a lag step must gain this share of the best decrease along its d
 _NOISE_ULPS = 64.0  # rounding noise of the merit, in ulps of its magnitude (measured ~10)
 _NEWTON_CONTRACTION = 0.5  # a Newton step must shrink the residual by this factor
 _SHIFT_MIN = 1e-2  # the smallest non-zero shift τ of a Krylov lag phase (in units of M)
+_REWEIGHT_BELOW = 2.0 ** -8  # after a step this short (or none), the next lag step reweights
 _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
 
@@ -101,24 +109,26 @@ class Newton(base.Solver):
 
     def start(self, problem, u0, g0, args, tol):
         # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u) (at u0
-        # already in tol), the lag phase's shift τ (Krylov directions))
-        return (u0, u0, jnp.ones((), u0.dtype), g0, jnp.zeros_like(u0), jnp.zeros((), u0.dtype))
+        # already in tol), the lag phase's shift τ (Krylov directions), 1 where the next lag
+        # direction reweights friction)
+        return (u0, u0, jnp.ones((), u0.dtype), g0, jnp.zeros_like(u0), jnp.zeros((), u0.dtype),
+                jnp.zeros((), u0.dtype))
 
     def measured(self, problem, carry, args):
         return carry[3], carry[4]
 
-    def _direction(self, problem, u, lag, newton, tau, args, tol):
+    def _direction(self, problem, u, lag, newton, tau, reweight, args, tol):
         """(∇₁Φ(u; ū), d, rounding floor of the residual at u, whether d is the model's).
 
         d ≈ -J⁻¹ ∇₁Φ, with J the exact Jacobian in the Newton phase (newton = 1; for "cg" /
-        "cr" the Hessian of Φ(·; ū = u)) and in the lag phase the Hessian H of Φ(·; ū) made
-        positive definite (module docstring): dense, by the diagonal of a modified Cholesky
+        "cr" the Hessian of Φ(·; ū = u)) and in the lag phase the Hessian H of Φ(·; ū), with
+        friction reweighted where `reweight` = 1, made positive definite (module docstring): dense, by the diagonal of a modified Cholesky
         factorization in the mass metric; Krylov, as H + τ M with the shift τ adapted from
         step to step (Levenberg-Marquardt in the mass metric), and where that direction does
         not descend, -M⁻¹ ∇₁Φ / (1 + τ)."""
         method = self.method(u.shape[0])
         exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
-        g, jac = problem.linearize(u, args, exact, lag)
+        g, jac = problem.linearize(u, args, exact, lag, (1.0 - exact) * reweight)
         mass = problem.mass(args)
         # how much the residual moves when u and the configuration are rounded: below that
         # it cannot be reduced
@@ -159,11 +169,11 @@ class Newton(base.Solver):
         runs in lock step): one linearization, one direction, L merits Φ(·; ū) along it, and
         the true and lag-held gradients at the new point, which decide the next phase.
         """
-        u, lag, newton, g, noise, tau = carry
+        u, lag, newton, g, noise, tau, reweight = carry
         mass = problem.mass(args)
         r = mass.solve(g)
-        g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, args,
-                                                         tol)
+        g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, reweight,
+                                                         args, tol)
         steps = self.steps(u.dtype)
         # the trial points, and the change of Φ(·; ū) at each (one batched evaluation)
         trial = u[None, :] + steps[:, None] * direction[None, :]
@@ -189,6 +199,9 @@ class Newton(base.Solver):
         grads, noises = jax.vmap(lambda v, w: problem.gradient_noise(v, args, w))(
             jnp.stack([trial[0], u_new, u_new]), jnp.stack([trial[0], u_new, lag]))
         g_full, g_new, g_lag_new = grads[0], grads[1], grads[2]
+        # the next lag-phase direction reweights friction if this direction needed a step of
+        # 1/256 or less, or found no decrease: it crossed a kink it did not see
+        short = ((steps[pick] <= _REWEIGHT_BELOW) | ~armijo[pick]).astype(u.dtype)
         size = base.residual_norm(r)
         r_full = base.residual_norm(mass.solve(g_full))
         r_new = base.residual_norm(mass.solve(g_new))
@@ -232,6 +245,7 @@ class Newton(base.Solver):
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
                      g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
+        new = (*new, short)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & jnp.any(finite))
         return new, r, ok, noise, floor
