@@ -201,7 +201,7 @@ class Newton(base.Solver):
         g_full, g_new, g_lag_new = grads[0], grads[1], grads[2]
         # the next lag-phase direction reweights friction if this direction needed a step of
         # 1/256 or less, or found no decrease: it crossed a kink it did not see
-        short = ((steps[pick] <= _REWEIGHT_BELOW) | ~armijo[pick]).astype(u.dtype)
+        reweight_next = ((steps[pick] <= _REWEIGHT_BELOW) | ~armijo[pick]).astype(u.dtype)
         size = base.residual_norm(r)
         r_full = base.residual_norm(mass.solve(g_full))
         r_new = base.residual_norm(mass.solve(g_new))
@@ -245,7 +245,7 @@ class Newton(base.Solver):
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
                      g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
-        new = (*new, short)
+        new = (*new, reweight_next)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & jnp.any(finite))
         return new, r, ok, noise, floor
