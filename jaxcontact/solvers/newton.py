@@ -31,8 +31,8 @@ therefore alternates two phases, per scene:
   too, where the exact Hessian has none): a direction that ignores the kink of a contact
   going from slip to stick overshoots it, and the line search's coarse lengths then creep
   towards it (or cycle), while the reweighted step lands short of the kink and converges to
-  it (design note 16e). A full step goes back to the exact Hessian, whose steps converge
-  fast where contacts do slip.
+  it (design note 16e). After a longer step the next direction is exact again: its steps
+  converge fast where contacts do slip.
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
 
@@ -122,8 +122,8 @@ class Newton(base.Solver):
 
         d ≈ -J⁻¹ ∇₁Φ, with J the exact Jacobian in the Newton phase (newton = 1; for "cg" /
         "cr" the Hessian of Φ(·; ū = u)) and in the lag phase the Hessian H of Φ(·; ū), with
-        friction reweighted where `reweight` = 1, made positive definite (module docstring): dense, by the diagonal of a modified Cholesky
-        factorization in the mass metric; Krylov, as H + τ M with the shift τ adapted from
+        friction reweighted where `reweight` = 1, made positive definite (module docstring):
+        dense, by the diagonal of a modified Cholesky factorization in the mass metric; Krylov, as H + τ M with the shift τ adapted from
         step to step (Levenberg-Marquardt in the mass metric), and where that direction does
         not descend, -M⁻¹ ∇₁Φ / (1 + τ)."""
         method = self.method(u.shape[0])
