@@ -123,9 +123,9 @@ class Newton(base.Solver):
         d ≈ -J⁻¹ ∇₁Φ, with J the exact Jacobian in the Newton phase (newton = 1; for "cg" /
         "cr" the Hessian of Φ(·; ū = u)) and in the lag phase the Hessian H of Φ(·; ū), with
         friction reweighted where `reweight` = 1, made positive definite (module docstring):
-        dense, by the diagonal of a modified Cholesky factorization in the mass metric; Krylov, as H + τ M with the shift τ adapted from
-        step to step (Levenberg-Marquardt in the mass metric), and where that direction does
-        not descend, -M⁻¹ ∇₁Φ / (1 + τ)."""
+        dense, by the diagonal of a modified Cholesky factorization in the mass metric;
+        Krylov, as H + τ M with the shift τ adapted from step to step (Levenberg-Marquardt in
+        the mass metric), and where that direction does not descend, -M⁻¹ ∇₁Φ / (1 + τ)."""
         method = self.method(u.shape[0])
         exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
         g, jac = problem.linearize(u, args, exact, lag, (1.0 - exact) * reweight)
