@@ -34,7 +34,7 @@ Prints a JSON document to stdout, writes it to results/<name>.json and a table t
 Usage:
     python benchmarks/throughput.py                 # full run (slow at B=4096)
     python benchmarks/throughput.py --quick         # B = 1, 64 and 100 steps: smoke test
-    python benchmarks/throughput.py --solver-iterations 6 --early-exit --name tp_ee6
+    python benchmarks/throughput.py --solver-iterations 6 --no-early-exit --name tp_scan6
     python benchmarks/throughput.py --solver dual --batch 1024 --dtypes float32 \
         --skip-mjx-default                          # -> results/throughput_dual.json
 """
@@ -60,10 +60,10 @@ SOLVERS = ("newton", "newton_bicgstab", "descent", "dual")
 # worker: one dtype, all batch sizes (runs in its own process)
 
 
-def make_solver(jc, name, iterations=None, early_exit=False):
+def make_solver(jc, name, iterations=None, early_exit=None):
     """The `--solver` choice (SOLVERS) as a jaxcontact solver; library defaults for what is not
-    given (tol: 3e-4 m/s in float32, 1e-10 in float64)."""
-    kw = {"early_exit": early_exit}
+    given (tol: 3e-4 m/s in float32, 1e-10 in float64; early_exit True)."""
+    kw = {} if early_exit is None else {"early_exit": early_exit}
     if iterations is not None:
         kw["iterations"] = iterations
     if name == "newton_bicgstab":
@@ -184,8 +184,8 @@ def worker_command(args, dtype):
            "--max-repeat-s", args.max_repeat_s, "--min-time-s", args.min_time_s]
     if args.solver_iterations is not None:
         cmd += ["--solver-iterations", args.solver_iterations]
-    if args.early_exit:
-        cmd += ["--early-exit"]
+    if args.early_exit is False:
+        cmd += ["--no-early-exit"]
     cmd += ["--solver", args.solver]
     return cmd
 
@@ -311,8 +311,10 @@ def main(argv=None):
     p.add_argument("--solver-iterations", type=int, default=None,
                    help="iterations=... of the --solver; default: the library's default "
                         "(Newton 12, Descent 50, Dual 50)")
-    p.add_argument("--early-exit", action="store_true",
-                   help="early_exit=True for the --solver (a bounded while_loop)")
+    p.add_argument("--no-early-exit", dest="early_exit", action="store_const", const=False,
+                   default=None, help="early_exit=False for the --solver (every scene pays "
+                   "every iteration, a scan); default: the library's (True: a while loop that "
+                   "stops once the batch has converged)")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: batches 1 and 64, 100 steps")
     p.add_argument("--harness", type=pathlib.Path, default=DEFAULT_HARNESS,
@@ -354,7 +356,8 @@ def main(argv=None):
     t_start = time.perf_counter()
     newton = args.solver.startswith("newton")
     parts = (["linear=bicgstab"] if args.solver == "newton_bicgstab" else []) + [
-        f"iterations={args.solver_iterations or 'default'}", f"early_exit={args.early_exit}"]
+        f"iterations={args.solver_iterations or 'default'}",
+        f"early_exit={'default' if args.early_exit is None else args.early_exit}"]
     solver_label = (f"{'Newton' if newton else args.solver.capitalize()}"
                     f"({', '.join(parts)})")
     doc = {

@@ -46,7 +46,7 @@ def sim():
 
     def run(m, s):
         _, traj, info = jc.rollout(m, s, steps=STEPS, return_info=True)
-        return traj, info.converged
+        return traj, (info.converged, info.iterations)
 
     def single(m, s):
         traces["single"] += 1  # Python side effect: runs only while tracing
@@ -79,9 +79,11 @@ def test_vmap_matches_one_by_one(batch_run):
     models, _, (traj_b, conv_b), singles = batch_run
     # not every impact step converges (see the report on Newton at box impacts); whatever the
     # solver did, it must do the same scene by scene
-    np.testing.assert_array_equal(conv_b[ONE_BY_ONE],
-                                  np.stack([np.asarray(c) for _, c in singles]),
-                                  "converged flags differ between vmap and per-scene runs")
+    # and in as many iterations (the batch runs in working sets of scenes: solvers.loop)
+    for k, name in enumerate(("converged flags", "iteration counts")):
+        np.testing.assert_array_equal(np.asarray(conv_b[k])[ONE_BY_ONE],
+                                      np.stack([np.asarray(c[k]) for _, c in singles]),
+                                      f"{name} differ between vmap and per-scene runs")
     for field in ("pos", "quat", "vel", "ang_vel"):
         batched = np.asarray(getattr(traj_b, field))[ONE_BY_ONE]
         one_by_one = np.stack([np.asarray(getattr(t, field)) for t, _ in singles])

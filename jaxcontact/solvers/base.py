@@ -167,7 +167,8 @@ class Solver:
         g0, noise0 = problem.gradient_noise(u0, args)
         tol = self.tolerance(noise0)
 
-        def body(state):
+        def body(state, operands):
+            args, tol = operands
             carry, used, done, bad, level = state
             new, r, ok, noise, floor = self.iteration(problem, carry, args, tol)
             finite = jnp.all(jnp.isfinite(r))
@@ -181,11 +182,19 @@ class Solver:
             level = jnp.where(done, level, here)
             return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad, level)
 
-        false = jnp.zeros((), bool)
-        init = (self.start(problem, u0, g0, args, tol), jnp.zeros((), jnp.int32), false, false,
-                tol)
-        carry, used, _, bad, level = loop.iterate(body, init, self.iterations,
-                                                  self.loops_exit_early, lambda s: s[2])
+        # a scene already converged where the method starts needs no iteration (with
+        # `early_exit` it costs none; Newton starts at u0 and carries g0)
+        start = self.start(problem, u0, g0, args, tol)
+        g_start, noise_start = self.measured(problem, start, args)
+        done0 = jnp.all(jnp.abs(problem.mass(args).solve(g_start))
+                        <= jnp.maximum(tol, self.tolerance(noise_start)))
+        init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), tol)
+        if self.loops_exit_early:
+            final = loop.until_done(body, init, (args, tol), self.iterations, lambda s: s[2])
+        else:
+            final = loop.iterate(lambda s: body(s, (args, tol)), init, self.iterations, False,
+                                 lambda s: s[2])
+        carry, used, _, bad, level = final
         u = carry[0]
         g, noise = self.measured(problem, carry, args)
         # the level at the last iterate looked at (the answer, if it stopped early)

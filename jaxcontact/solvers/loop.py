@@ -1,4 +1,4 @@
-"""The one bounded loop every iteration of the library runs in (Newton, descent, dual ascent and
+"""The bounded loops every iteration of the library runs in (Newton, descent, dual ascent and
 the Krylov solves inside them).
 
 `iterate` runs carry = iteration(carry) `length` times, either as a `lax.scan` (every scene of
@@ -6,11 +6,27 @@ a vmapped batch pays every iteration, finished ones masked by the iteration itse
 mode can differentiate it) or, with `early_exit`, as a bounded `lax.while_loop` that stops
 once done(carry) holds for the whole batch (forward mode only; reverse mode cannot go through
 it, which is why solves run it only where the implicit rules, not autodiff, give gradients).
+
+`until_done` is the solvers' outer loop with `early_exit`. Under `vmap` a plain while loop
+runs every scene of the batch until the slowest has converged: in a batch of 1024 tossed
+boxes a step needs 1.07 iterations per scene on average but 7-9 for the slowest, so the batch
+pays several times the work it needs. `until_done` has its own batching rule
+(`jax.custom_batching.custom_vmap`): on CPU each pass runs the iteration on a working set of
+at most `working_width(B)` (16) of the scenes still iterating, gathered by index and written
+back by index, so the few scenes that need many iterations no longer hold up the rest. On
+the 2-core CPU, box_drop at B = 1024 ran 7x faster than with the plain loop (13,500 against
+1,900 scene-steps/s, 200 steps); wider working sets were slower there (16: 13,500; 32: 7,800;
+128: 6,300), narrower too (8: 10,100). Accelerators run whole batches in one pass and pay
+per pass, not per scene: there the batch runs whole, as a plain loop would (design note 18).
 """
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
+
+# the working set of `until_done` under vmap on CPU (measured: module docstring)
+_WORKING_WIDTH_CPU = 16
 
 
 def iterate(iteration, init, length, early_exit, done):
@@ -24,3 +40,80 @@ def iterate(iteration, init, length, early_exit, done):
 
         return jax.lax.while_loop(cond, body, (init, 0))[0]
     return jax.lax.scan(lambda c, _: (iteration(c), None), init, None, length=length)[0]
+
+
+def working_width(batch: int) -> int:
+    """How many scenes of a vmapped batch of `batch` one pass of `until_done` iterates: at
+    most 16 on CPU, the whole batch on accelerators."""
+    if jax.default_backend() != "cpu":
+        return batch
+    return min(batch, _WORKING_WIDTH_CPU)
+
+
+def until_done(iteration, init, operands, length, done):
+    """state = iteration(state, operands) until done(state) or `length` iterations, per scene.
+
+    A forward-only while loop (not reverse-differentiable). iteration must leave a scene whose
+    done(state) holds unchanged. Everything the iteration reads is passed in `operands` (no
+    batched values closed over: the batching rule must see them). Under vmap, scenes iterate
+    in passes over a working set of the unfinished ones (module docstring); each scene still
+    runs at most `length` iterations, and its answer is the same as alone.
+    """
+    count0 = jnp.zeros((), jnp.int32)
+
+    @jax.custom_batching.custom_vmap
+    def run(init, operands):
+        def cond(carry):
+            return ~done(carry[0]) & (carry[1] < length)
+
+        def body(carry):
+            return iteration(carry[0], operands), carry[1] + 1
+
+        return jax.lax.while_loop(cond, body, (init, count0))[0]
+
+    @run.def_vmap
+    def run_batched(batch, in_batched, init, operands):
+        init_batched, operands_batched = in_batched
+        state = jax.tree.map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
+            init, init_batched)
+        axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
+        step = jax.vmap(iteration, in_axes=(0, axes))
+        width = working_width(batch)
+
+        def running(state, count):
+            return ~jax.vmap(done)(state) & (count < length)
+
+        def cond(carry):
+            return jnp.any(running(*carry))
+
+        def whole(carry):
+            state, count = carry
+            active = running(state, count)
+            new = step(state, operands)
+            new = jax.tree.map(lambda a, b: jnp.where(_expand(active, a), a, b), new, state)
+            return new, count + active.astype(jnp.int32)
+
+        def working_set(carry):
+            state, count = carry
+            # the first `width` unfinished scenes; empty slots point past the end: they read
+            # the last scene (clipped) and their results are dropped
+            (index,) = jnp.nonzero(running(state, count), size=width, fill_value=batch)
+            sub = jax.tree.map(lambda x: jnp.take(x, index, axis=0, mode="clip"), state)
+            sub_operands = jax.tree.map(
+                lambda x, b: jnp.take(x, index, axis=0, mode="clip") if b else x,
+                operands, operands_batched)
+            new = step(sub, sub_operands)
+            state = jax.tree.map(lambda x, y: x.at[index].set(y, mode="drop"), state, new)
+            return state, count.at[index].add(1, mode="drop")
+
+        body = whole if width == batch else working_set
+        final, _ = jax.lax.while_loop(cond, body, (state, jnp.zeros((batch,), jnp.int32)))
+        return final, jax.tree.map(lambda _: True, init)
+
+    return run(init, operands)
+
+
+def _expand(mask, x):
+    """A (B,) mask broadcast against a (B, ...) array."""
+    return mask.reshape(mask.shape + (1,) * (x.ndim - 1))

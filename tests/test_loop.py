@@ -1,0 +1,90 @@
+"""The solvers' loops (`jaxcontact.solvers.loop`): `until_done` under vmap runs each scene as it
+would run alone, to its own stop or to the cap, whether its operands are batched or shared,
+whatever the working set's width, and nested in a second vmap.
+
+The iteration is a toy with a closed form (x ← x - step until x <= 0, so a scene stops after
+ceil(x0 / step) iterations, or at the cap), so the module compiles in seconds.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxcontact.solvers import loop
+
+CAP = 12
+
+
+def _iteration(state, operands):
+    """One step of the toy: frozen once done (as the solvers' iterations are)."""
+    x, used, done = state
+    step, offset = operands
+    new_x = x - step + 0.0 * offset
+    stop = done | (x <= 0.0)
+    return (jnp.where(stop, x, new_x), used + jnp.where(stop, 0, 1), stop | (new_x <= 0.0))
+
+
+def _run(x0, step, offset):
+    init = (x0, jnp.zeros((), jnp.int32), x0 <= 0.0)
+    return loop.until_done(_iteration, init, (step, offset), CAP, lambda s: s[2])
+
+
+def _expected_iterations(x0, step):
+    return np.array([min(max(math.ceil(x / s), 0), CAP) for x, s in zip(x0, step)])
+
+
+@pytest.fixture(scope="module")
+def starts():
+    rng = np.random.default_rng(0)
+    # most scenes stop after 0-2 iterations, a few run long or hit the cap: as a batch of
+    # scenes at a step with an impact
+    x0 = rng.uniform(-1.0, 2.0, 100)
+    x0[::17] = rng.uniform(5.0, 20.0, x0[::17].shape)
+    step = rng.uniform(0.8, 1.2, 100)
+    return x0, step
+
+
+def test_a_scene_alone_stops_at_its_closed_form_count(starts):
+    x0, step = starts
+    run = jax.jit(_run)
+    for i in (0, 17, 34):
+        _, used, done = run(x0[i], step[i], 0.0)
+        assert int(used) == _expected_iterations(x0[i:i + 1], step[i:i + 1])[0]
+        assert bool(done) == (x0[i] - int(used) * step[i] <= 0.0)
+
+
+def test_vmap_runs_each_scene_to_its_own_stop_or_the_cap(starts):
+    x0, step = starts
+    if jax.default_backend() == "cpu":  # the working-set rule, not a whole batch
+        assert loop.working_width(x0.size) < x0.size
+    x, used, done = jax.jit(jax.vmap(_run, in_axes=(0, 0, None)))(x0, step, 0.0)
+    expected = _expected_iterations(x0, step)
+    np.testing.assert_array_equal(np.asarray(used), expected)
+    assert np.any(expected == CAP) and np.any(expected == 0)
+    np.testing.assert_allclose(np.asarray(x), x0 - expected * step, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(done), x0 - expected * step <= 0.0)
+
+
+def test_shared_operands_and_nested_vmap_give_the_same_answers(starts):
+    x0, step = starts
+    # a shared (unbatched) step, and the batch as 4 x 25 under two vmaps
+    shared = jax.jit(jax.vmap(_run, in_axes=(0, None, None)))(x0, 1.0, 0.0)
+    np.testing.assert_array_equal(np.asarray(shared[1]),
+                                  _expected_iterations(x0, np.ones_like(x0)))
+    nested = jax.jit(jax.vmap(jax.vmap(_run, in_axes=(0, 0, None)), in_axes=(0, 0, None)))(
+        x0.reshape(4, 25), step.reshape(4, 25), 0.0)
+    np.testing.assert_array_equal(np.asarray(nested[1]).reshape(-1),
+                                  _expected_iterations(x0, step))
+
+
+def test_every_working_width_gives_the_same_answers(starts, monkeypatch):
+    x0, step = starts
+    expected = _expected_iterations(x0, step)
+    for width in (1, 7, 100):
+        monkeypatch.setattr(loop, "_WORKING_WIDTH_CPU", width)
+        monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+        _, used, _ = jax.vmap(_run, in_axes=(0, 0, None))(x0, step, 0.0)
+        np.testing.assert_array_equal(np.asarray(used), expected, f"width {width}")
