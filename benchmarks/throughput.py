@@ -1,5 +1,9 @@
 """Forward throughput of the `box_drop` reference scene (shared/bench/README.md), with MJX anchors.
 
+`--scene boxes8` runs the harness's variant instead: 8 boxes per scene in a 2 x 4 grid with
+1 cm gaps between faces, each with its own random velocities (z_mean is then the mean over
+the boxes of a scene).
+
 One free box (half size 0.05 m, 1 kg, friction 0.5) dropped from z = 0.3 m onto the ground plane,
 per scene a random initial linear and angular velocity ~ N(0, 1) per axis (PRNGKey(0), the same
 draw as the MJX harness), dt = 0.002 s, 500 steps, batched with `jax.vmap` over states (the model
@@ -72,28 +76,47 @@ def make_solver(jc, name, iterations=None, early_exit=None):
             "dual": jc.Dual}[name](**kw)
 
 
-def box_drop_scene(dtype, solver):
+SCENES = ("box_drop", "boxes8")
+BOX_HALF = 0.05
+
+
+def box_positions(n_boxes):
+    """The harness's starting positions: box_drop one box at z = 0.3; boxes8 a 2 x 4 grid at
+    z = 0.3 with 1 cm gaps between faces (in the harness's body order)."""
+    if n_boxes == 1:
+        return [(0.0, 0.0, 0.3)]
+    pitch = 2 * BOX_HALF + 0.01
+    return [((i - 1.5) * pitch, (j - 0.5) * pitch, 0.3) for i in range(4) for j in range(2)]
+
+
+def n_boxes_of(scene):
+    return {"box_drop": 1, "boxes8": 8}[scene]
+
+
+def box_drop_scene(dtype, solver, n_boxes=1):
     import jaxcontact as jc
 
     scene = jc.Scene(dt=0.002)
     scene.add_plane(friction=0.5)
-    scene.add_box(0.05, 1.0, (0.0, 0.0, 0.3), friction=0.5)
+    for pos in box_positions(n_boxes):
+        scene.add_box(BOX_HALF, 1.0, pos, friction=0.5)
     return scene.build(solver=solver, dtype=dtype)
 
 
 def initial_states(state, batch):
-    """B copies of `state` with v, ω ~ N(0, 1) per axis, drawn exactly as the MJX harness does
-    (always in float32, so that both dtypes and MJX start from the same numbers)."""
+    """B copies of `state` with v, ω ~ N(0, 1) per axis and box, drawn exactly as the MJX
+    harness does (always in float32, so that both dtypes and MJX start from the same numbers)."""
     import jax
     import jax.numpy as jnp
 
     k1, k2 = jax.random.split(jax.random.PRNGKey(0))
     dtype = state.pos.dtype
-    v = jax.random.normal(k1, (batch, 3), jnp.float32).astype(dtype)
-    w = jax.random.normal(k2, (batch, 3), jnp.float32).astype(dtype)
-    # the box starts upright: its body frame is the world frame, so MJX's (body-frame) angular
-    # qvel and jaxcontact's world-frame ang_vel are the same numbers
-    return jax.vmap(lambda a, b: state.replace(vel=a[None, :], ang_vel=b[None, :]))(v, w)
+    n = state.pos.shape[0]
+    v = jax.random.normal(k1, (batch, n, 3), jnp.float32).astype(dtype)
+    w = jax.random.normal(k2, (batch, n, 3), jnp.float32).astype(dtype)
+    # the boxes start upright: their body frames are the world frame, so MJX's (body-frame)
+    # angular qvel and jaxcontact's world-frame ang_vel are the same numbers
+    return jax.vmap(lambda a, b: state.replace(vel=a, ang_vel=b))(v, w)
 
 
 def run_worker(args):
@@ -107,7 +130,7 @@ def run_worker(args):
 
     dtype = jnp.dtype(args.worker)
     solver = make_solver(jc, args.solver, args.solver_iterations, args.early_exit)
-    model, state = box_drop_scene(dtype, solver)
+    model, state = box_drop_scene(dtype, solver, n_boxes_of(args.scene))
     steps = args.steps
     assert model.geom.size.dtype == dtype, (model.geom.size.dtype, dtype)
 
@@ -137,7 +160,7 @@ def run_worker(args):
                 break
         best = min(runs)
         final, _traj, info = out
-        z = final.pos[:, 0, 2]
+        z = jnp.mean(final.pos[:, :, 2], axis=1)  # per scene, over its boxes
         finite = jnp.all(jnp.isfinite(final.pos.reshape(batch, -1)), axis=-1)
         row = {
             "batch": batch,
@@ -181,7 +204,8 @@ def run_worker(args):
 def worker_command(args, dtype):
     cmd = [sys.executable, pathlib.Path(__file__).resolve(), "--worker", dtype,
            "--batch", *args.batch, "--steps", args.steps, "--repeats", args.repeats,
-           "--max-repeat-s", args.max_repeat_s, "--min-time-s", args.min_time_s]
+           "--max-repeat-s", args.max_repeat_s, "--min-time-s", args.min_time_s,
+           "--scene", args.scene]
     if args.solver_iterations is not None:
         cmd += ["--solver-iterations", args.solver_iterations]
     if args.early_exit is False:
@@ -219,7 +243,7 @@ def fmt(x, spec):
 
 def print_table(doc):
     log("")
-    log(f"box_drop, {doc['config']['steps']} steps, solver {doc['config']['solver_label']}")
+    log(f"{doc['scene']}, {doc['config']['steps']} steps, solver {doc['config']['solver_label']}")
     hdr = (f"{'dtype':8} {'B':>5} {'compile s':>9} {'1st call s':>10} {'steps/s':>10} "
            f"{'z_mean':>7} {'conv':>6} {'it mean':>7} {'it max':>6}")
     log(hdr)
@@ -265,7 +289,7 @@ def run_anchor(args, key, flags):
         env = dict(os.environ, XLA_FLAGS=args.mjx_xla_flags)
         merged["xla_flags"] = args.mjx_xla_flags
     for batch in args.batch:
-        cmd = [sys.executable, args.harness, "box_drop", "--batch", batch, *flags]
+        cmd = [sys.executable, args.harness, args.scene, "--batch", batch, *flags]
         attempts = []
         for attempt in range(1 + args.mjx_retries):
             res = run_subprocess(cmd, f"{key} B={batch}", timeout=args.mjx_timeout,
@@ -296,6 +320,8 @@ def run_anchor(args, key, flags):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scene", choices=SCENES, default="box_drop",
+                   help="box_drop: one box per scene; boxes8: 8 boxes in a 2 x 4 grid")
     p.add_argument("--batch", type=int, nargs="+", default=[1, 64, 1024, 4096])
     p.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
     p.add_argument("--steps", type=int, default=500)
@@ -362,7 +388,7 @@ def main(argv=None):
                     f"({', '.join(parts)})")
     doc = {
         "benchmark": "throughput",
-        "scene": "box_drop",
+        "scene": args.scene,
         "config": {"batch": args.batch, "dtypes": args.dtypes, "steps": args.steps,
                    "repeats": args.repeats, "max_repeat_s": args.max_repeat_s,
                    "min_time_s": args.min_time_s,
