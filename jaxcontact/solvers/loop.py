@@ -16,8 +16,9 @@ at most `working_width(B)` (16) of the scenes still iterating, gathered by index
 back by index, so the few scenes that need many iterations no longer hold up the rest. On
 the 2-core CPU, box_drop at B = 1024 ran 7x faster than with the plain loop (13,500 against
 1,900 scene-steps/s, 200 steps); wider working sets were slower there (16: 13,500; 32: 7,800;
-128: 6,300), narrower too (8: 10,100). Accelerators run whole batches in one pass and pay
-per pass, not per scene: there the batch runs whole, as a plain loop would (design note 18).
+128: 6,300), narrower too (8: 10,100). On accelerators a pass should cost kernel launches
+more than scenes, so there the batch runs whole, as a plain loop would; that is not measured
+yet (design note 18).
 """
 
 from __future__ import annotations
