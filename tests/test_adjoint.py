@@ -2,9 +2,12 @@
 (custom_jvp, and reverse mode through it), unrolled autodiff of fully converged Newton solves,
 and the dense vs matrix-free (Krylov) adjoint solve all give the same gradient (float64).
 
-CI runs every comparison on one sphere thrown onto the ground (one contact term, five small
-programs); the same comparisons on the scenarios of test_gradients.py (a sphere and a box,
-100 steps) and on the solver scene of test_solvers.py are marked slow.
+Each comparison runs on one sphere thrown onto the ground (one contact term), on the scenarios
+of test_gradients.py (a sphere and a box, 100 steps) and on the solver scene of
+test_solvers.py, all marked slow (each gradient program is ~30 s of compilation). CI checks
+forward against reverse mode on particles (test_particles.py), reverse mode against finite
+differences (test_gradients.py, test_particles.py), the Krylov solves the matrix-free adjoint
+runs (test_linear.py), and here which loops early exit keeps.
 """
 
 import jax
@@ -57,9 +60,7 @@ def sphere():
     return models, state, controls, weights, directions
 
 
-# compile-heavy (4 rules); in CI: test_matrix_free_adjoint_matches_the_dense_one_on_a_sphere
-# and test_gradients
-@pytest.mark.slow
+@pytest.mark.slow  # compile-heavy (4 rules); CI: module docstring
 def test_every_gradient_rule_agrees_on_a_landing_sliding_sphere(sphere):
     models, state, controls, weights, directions = sphere
     rev = check_modes(models, state, controls, weights, directions)
@@ -68,6 +69,7 @@ def test_every_gradient_rule_agrees_on_a_landing_sliding_sphere(sphere):
     assert abs(float(rev[1].vel[0, 2])) > 1e-3
 
 
+@pytest.mark.slow  # two gradient programs, ~55 s of compilation; CI: module docstring
 def test_matrix_free_adjoint_matches_the_dense_one_on_a_sphere(sphere):
     models, state, controls, weights, _ = sphere
     krylov, _ = _sphere_scene().build(
@@ -103,7 +105,7 @@ def reference_grad():
     return solver_run(jc.Newton())[1]
 
 
-@pytest.mark.slow  # a sphere checks it in CI (above)
+@pytest.mark.slow
 @pytest.mark.parametrize("ad, early_exit", [("vjp", True), ("vjp", False), ("jvp", False)])
 def test_matrix_free_adjoint_matches_the_dense_one(ad, early_exit, reference_grad):
     grad_ = solver_run(jc.Newton(ad=ad, adjoint="krylov", early_exit=early_exit))[1]

@@ -370,6 +370,10 @@ def arm_grad(jointed_arm, arm_loss):
     return params, arm_loss(params)[1]
 
 
+# slow: the arm's gradient program is ~80 s of compilation. Joint terms go through the same
+# generic assembly and implicit rule as the contact, spring, attachment and user-energy terms
+# whose gradients CI checks against finite differences (test_gradients, test_particles)
+@pytest.mark.slow
 def test_implicit_gradient_matches_finite_differences(arm_loss, arm_grad):
     # d(final state)/d(motor targets, stiffnesses, axes, anchors, limit, cable, damping, gains)
     # through 20 steps in which the limit stays pressed and the cable taut

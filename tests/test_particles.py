@@ -79,6 +79,7 @@ def test_attachment_to_world_sags_m_g_over_k():
                                rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow  # a body point and a ball joint: ~25 s of compilation; CI: the world attachment
 def test_attachment_to_a_body_point_follows_the_body():
     """A particle attached to a point of a body that is pinned to the world by a stiff ball
     joint at its centre: the particle hangs below the anchor point by m g / k, and the

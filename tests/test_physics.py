@@ -159,6 +159,9 @@ def test_sliding_sphere_reaches_rolling_speed(solver):
     assert float(final.ang_vel[0, 1]) * r == pytest.approx(5 / 7 * v0, rel=0.02), "spin"
 
 
+# Descent and Dual: slow (a pair contact, ~15 s of compilation each); CI runs them on the
+# sliding sphere above and the hanging masses of test_springs.py
+@SLOW_FIRST_ORDER
 def test_spheres_collide_and_conserve_momentum(solver):
     # head-on, no gravity, no friction: total momentum is conserved exactly by the pair force
     scene = jc.Scene(dt=0.001, gravity=(0, 0, 0), friction=0.0, damping=0.0)

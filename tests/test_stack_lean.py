@@ -36,6 +36,7 @@ def dual():
     return _run(jc.Dual(iterations=500, update="exact"))
 
 
+@pytest.mark.slow  # the figure's two long runs (~45 s of compilation)
 def test_descent_stacks_the_4096_to_1_column_in_20_iterations(descent):
     pen, info = descent
     static = fig30.static_penetration(fig30.MASSES)
@@ -44,6 +45,7 @@ def test_descent_stacks_the_4096_to_1_column_in_20_iterations(descent):
     assert float(info.max_penetration.max()) == pytest.approx(pen.max(), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_dual_sinks_into_the_column_even_at_500_iterations(descent, dual):
     pen, info = dual
     assert pen.max() > 10 * descent[0].max()
@@ -51,6 +53,7 @@ def test_dual_sinks_into_the_column_even_at_500_iterations(descent, dual):
     assert not info.converged.any()
 
 
+@pytest.mark.slow  # ~25 s of compilation; CI checks Dual on the closed forms of test_physics.py
 def test_dual_holds_the_same_column_with_equal_masses():
     pen, _ = _run(jc.Dual(iterations=500, update="exact"), fig30.UNIFORM)
     np.testing.assert_allclose(pen[-1], fig30.static_penetration(fig30.UNIFORM), rtol=0.05)
