@@ -186,9 +186,9 @@ class Solver:
         # `early_exit` it costs none; Newton starts at u0 and carries g0)
         start = self.start(problem, u0, g0, args, tol)
         g_start, noise_start = self.measured(problem, start, args)
-        done0 = jnp.all(jnp.abs(problem.mass(args).solve(g_start))
-                        <= jnp.maximum(tol, self.tolerance(noise_start)))
-        init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), tol)
+        level0 = jnp.maximum(tol, self.tolerance(noise_start))
+        done0 = jnp.all(jnp.abs(problem.mass(args).solve(g_start)) <= level0)
+        init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0)
         if self.loops_exit_early:
             final = loop.until_done(body, init, (args, tol), self.iterations, lambda s: s[2])
         else:
