@@ -147,6 +147,7 @@ def test_incline_slides_with_coulomb_acceleration(solver):
     assert accel == pytest.approx(expected, rel=0.03), "acceleration"
 
 
+# CI's check of Descent and Dual on contact and friction
 def test_sliding_sphere_reaches_rolling_speed(solver):
     # Coulomb: a solid sphere launched without spin rolls at 5/7 v0 after 2 v0 / (7 μ g)
     v0, mu, r = 2.0, 0.5, 0.05
@@ -159,8 +160,7 @@ def test_sliding_sphere_reaches_rolling_speed(solver):
     assert float(final.ang_vel[0, 1]) * r == pytest.approx(5 / 7 * v0, rel=0.02), "spin"
 
 
-# Descent and Dual: slow (a pair contact, ~15 s of compilation each); CI runs them on the
-# sliding sphere above and the hanging masses of test_springs.py
+# Descent and Dual: slow (a pair contact, ~15 s of compilation each)
 @SLOW_FIRST_ORDER
 def test_spheres_collide_and_conserve_momentum(solver):
     # head-on, no gravity, no friction: total momentum is conserved exactly by the pair force

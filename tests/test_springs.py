@@ -27,8 +27,11 @@ def _rollout(model, state, chunks):
     return state, jax.tree.map(lambda *x: jnp.concatenate(x), *trajs)
 
 
-@pytest.mark.parametrize("solver", [jc.Newton(), jc.Descent(iterations=100), jc.Dual(iterations=100)],
-                         ids=["newton", "descent", "dual"])
+# Descent and Dual: slow; CI checks them on the sliding sphere of test_physics.py
+@pytest.mark.parametrize("solver", [
+    pytest.param(jc.Newton(), id="newton"),
+    pytest.param(jc.Descent(iterations=100), id="descent", marks=pytest.mark.slow),
+    pytest.param(jc.Dual(iterations=100), id="dual", marks=pytest.mark.slow)])
 def test_hanging_mass_rests_at_weight_over_stiffness(solver):
     # implicit Euler's equilibrium is exact: a mass placed at a stretch of m g / k stays there;
     # with the stretch off by 1% it would swing with an amplitude of 1% of the stretch
@@ -103,7 +106,7 @@ def _spring_loss(params, model, state):
     return jnp.sum(final.pos * jnp.asarray([[0.3, -0.7, 1.1]])) + jnp.sum(final.ang_vel)
 
 
-@pytest.mark.slow  # compile-heavy; CI: test_joints' implicit gradient, test_particles' gradients
+@pytest.mark.slow  # compile-heavy; CI: test_particles' gradients (an attachment's stiffness)
 def test_spring_parameter_gradients_match_finite_differences():
     s = jc.Scene(dt=0.002)
     s.add_plane()
