@@ -1,7 +1,8 @@
 """What every solver shares: settings and their validation, the one loop driver, the report.
 
-A solver is a frozen dataclass of static settings that supplies `start` (its first carry) and
-`iteration` (one masked step of its method, returning the carry after it and the residual at
+A solver is a frozen dataclass of static settings that supplies `candidates` (the points it
+may start from: g is evaluated at all of them in one batched pass), `start` (its first carry,
+from them) and `iteration` (one masked step of its method, returning the carry after it and the residual at
 the carry before it); `solve` here runs them under one bounded loop (`loop.iterate`: a scan of
 `iterations`, or a while loop with `early_exit`), freezes a scene once it has converged or
 produced a non-finite value, counts iterations, and ends the same way for every method: it
@@ -142,9 +143,17 @@ class Solver:
 
     # --- what a method supplies -----------------------------------------------------------
 
-    def start(self, problem, u0, g0, args, tol):
-        """The first carry; its first element is the iterate u. g0 = g(u0)."""
-        raise NotImplementedError
+    def candidates(self, problem, u0, args):
+        """(k, n) points the method may start from (u0: the state's velocity); the driver
+        evaluates g at all of them in one batched pass. Default: free flight ũ + Δt g (the
+        start of thesis Algorithms 2 and 3)."""
+        return problem.start(args)[None]
+
+    def start(self, problem, points, grads, noises, args, tol):
+        """(the first carry, g and the rounding noise of M⁻¹ g at its iterate), from the
+        candidate points with their g and noise; the carry's first element is the iterate u.
+        Default: the first candidate."""
+        return (points[0],), grads[0], noises[0]
 
     def iteration(self, problem, carry, args, tol):
         """(carry after one step, residual M⁻¹ g at the carry's iterate (n,), ok, noise,
@@ -164,8 +173,9 @@ class Solver:
 
     def solve(self, problem, u0, args):
         """Iterate from u0 until converged or the cap; returns (u, stats)."""
-        g0, noise0 = problem.gradient_noise(u0, args)
-        tol = self.tolerance(noise0)
+        points = self.candidates(problem, u0, args)
+        grads, noises = jax.vmap(lambda v: problem.gradient_noise(v, args))(points)
+        tol = self.tolerance(noises[0])
 
         def body(state, operands):
             args, tol = operands
@@ -183,9 +193,8 @@ class Solver:
             return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad, level)
 
         # a scene already converged where the method starts needs no iteration (with
-        # `early_exit` it costs none; Newton starts at u0 and carries g0)
-        start = self.start(problem, u0, g0, args, tol)
-        g_start, noise_start = self.measured(problem, start, args)
+        # `early_exit` it costs none)
+        start, g_start, noise_start = self.start(problem, points, grads, noises, args, tol)
         level0 = jnp.maximum(tol, self.tolerance(noise_start))
         done0 = jnp.all(jnp.abs(problem.mass(args).solve(g_start)) <= level0)
         init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0)

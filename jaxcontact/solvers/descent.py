@@ -47,9 +47,6 @@ class Descent(base.Solver):
         base.check_positive(self, "alpha", high=1.0)
         base.check_choice(self, "preconditioner", PRECONDITIONERS)
 
-    def start(self, problem, u0, g0, args, tol):
-        return (problem.start(args),)
-
     def iteration(self, problem, carry, args, tol):
         (u,) = carry
         g, noise = problem.gradient_noise(u, args)

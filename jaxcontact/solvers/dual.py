@@ -131,10 +131,11 @@ class Dual(base.Solver):
             raise ValueError("solver Dual needs every term in compliance form (constraint "
                              "rows of declared kinds): " + "; ".join(reasons))
 
-    def start(self, problem, u0, g0, args, tol):
-        rows = jax.eval_shape(problem.rows, u0, args)
-        lam = tuple(jnp.zeros(rb.error.shape, u0.dtype) for rb in rows)
-        return (problem.start(args), lam)
+    def start(self, problem, points, grads, noises, args, tol):
+        u = points[0]
+        rows = jax.eval_shape(problem.rows, u, args)
+        lam = tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows)
+        return (u, lam), grads[0], noises[0]
 
     def iteration(self, problem, carry, args, tol):
         u, lam = carry

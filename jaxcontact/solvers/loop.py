@@ -60,17 +60,9 @@ def until_done(iteration, init, operands, length, done):
     in passes over a working set of the unfinished ones (module docstring); each scene still
     runs at most `length` iterations, and its answer is the same as alone.
     """
-    count0 = jnp.zeros((), jnp.int32)
-
     @jax.custom_batching.custom_vmap
     def run(init, operands):
-        def cond(carry):
-            return ~done(carry[0]) & (carry[1] < length)
-
-        def body(carry):
-            return iteration(carry[0], operands), carry[1] + 1
-
-        return jax.lax.while_loop(cond, body, (init, count0))[0]
+        return iterate(lambda state: iteration(state, operands), init, length, True, done)
 
     @run.def_vmap
     def run_batched(batch, in_batched, init, operands):

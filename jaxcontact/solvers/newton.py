@@ -107,12 +107,22 @@ class Newton(base.Solver):
         k = jnp.arange(self.line_search)
         return (0.5 ** (k + k * k // 8)).astype(dtype)
 
-    def start(self, problem, u0, g0, args, tol):
-        # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u) (at u0
-        # already in tol), the lag phase's shift τ (Krylov directions), 1 where the next lag
-        # direction reweights friction)
-        return (u0, u0, jnp.ones((), u0.dtype), g0, jnp.zeros_like(u0), jnp.zeros((), u0.dtype),
-                jnp.zeros((), u0.dtype))
+    def candidates(self, problem, u0, args):
+        # u0 (the state's velocity: a warm start where contacts persist) and free flight
+        # ũ + Δt g (the answer where nothing but gravity acts: a falling body's step then
+        # needs no iteration)
+        return jnp.stack([u0, problem.start(args)])
+
+    def start(self, problem, points, grads, noises, args, tol):
+        # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u), the lag
+        # phase's shift τ (Krylov directions), 1 where the next lag direction reweights
+        # friction), from the candidate with the smaller residual
+        mass = problem.mass(args)
+        size = jax.vmap(lambda g: base.residual_norm(mass.solve(g)))(grads)
+        pick = jnp.where(size[1] < size[0], 1, 0)
+        u, g, noise = points[pick], grads[pick], noises[pick]
+        zero = jnp.zeros((), u.dtype)
+        return (u, u, jnp.ones((), u.dtype), g, noise, zero, zero), g, noise
 
     def measured(self, problem, carry, args):
         return carry[3], carry[4]
