@@ -116,10 +116,12 @@ class Newton(base.Solver):
     def start(self, problem, points, grads, noises, args, tol):
         # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u), the lag
         # phase's shift τ (Krylov directions), 1 where the next lag direction reweights
-        # friction), from the candidate with the smaller residual
+        # friction): at free flight where it is already converged, else at u0 (a free
+        # flight with a smaller residual than u0 but not converged is no better a start:
+        # measured, it cost a trajectory optimization's impact step its convergence)
         mass = problem.mass(args)
-        size = jax.vmap(lambda g: base.residual_norm(mass.solve(g)))(grads)
-        pick = jnp.where(size[1] < size[0], 1, 0)
+        level = jnp.maximum(tol, self.tolerance(noises[1]))
+        pick = jnp.where(jnp.all(jnp.abs(mass.solve(grads[1])) <= level), 1, 0)
         u, g, noise = points[pick], grads[pick], noises[pick]
         zero = jnp.zeros((), u.dtype)
         return (u, u, jnp.ones((), u.dtype), g, noise, zero, zero), g, noise
