@@ -2,8 +2,8 @@
 
 A solver is a frozen dataclass of static settings that supplies `candidates` (the points it
 may start from: g is evaluated at all of them in one batched pass), `start` (its first carry,
-from them) and `iteration` (one masked step of its method, returning the carry after it and the residual at
-the carry before it); `solve` here runs them under one bounded loop (`loop.iterate`: a scan of
+from them) and `iteration` (one masked step of its method, returning the carry after it and
+the residual at the carry before it); `solve` here runs them under one bounded loop (`loop.iterate`: a scan of
 `iterations`, or a while loop with `early_exit`), freezes a scene once it has converged or
 produced a non-finite value, counts iterations, and ends the same way for every method: it
 evaluates the step's residual r = M⁻¹ ∂Φ/∂u at the answer, so "converged" means the same

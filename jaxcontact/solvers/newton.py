@@ -116,9 +116,9 @@ class Newton(base.Solver):
     def start(self, problem, points, grads, noises, args, tol):
         # (u, lag ū, phase: 1 Newton / 0 lag held, g(u), rounding noise of M⁻¹g(u), the lag
         # phase's shift τ (Krylov directions), 1 where the next lag direction reweights
-        # friction): at free flight where it is already converged, else at u0 (a free
-        # flight with a smaller residual than u0 but not converged is no better a start:
-        # measured, it cost a trajectory optimization's impact step its convergence)
+        # friction): at free flight where it is already converged, else at u0 (starting at
+        # whichever had the smaller residual changed the path of steps that do not
+        # converge: design note 18)
         mass = problem.mass(args)
         level = jnp.maximum(tol, self.tolerance(noises[1]))
         pick = jnp.where(jnp.all(jnp.abs(mass.solve(grads[1])) <= level), 1, 0)
