@@ -1,6 +1,7 @@
 """jaxcontact: differentiable simulation of rigid bodies and particles in smoothed frictional
 contact."""
 
+from jaxcontact import control, domain, observe
 from jaxcontact.dofs import Local
 from jaxcontact.models import sdf
 from jaxcontact.models.broad_phase import BroadPhase
@@ -18,5 +19,5 @@ __all__ = [
     "Attachment", "Body", "BroadPhase", "Contact", "Control", "Descent", "Dual", "Geom",
     "Implicit", "Joint", "Local", "Model", "Motor", "Newton", "Particle", "Plane",
     "RESULT_MESSAGES", "Result", "Scene", "Shape", "Spring", "State", "StepInfo", "Unrolled",
-    "damping_to_restitution", "randomize", "rollout", "restitution_to_damping", "sdf", "step",
+    "control", "damping_to_restitution", "domain", "observe", "randomize", "rollout", "restitution_to_damping", "sdf", "step",
 ]

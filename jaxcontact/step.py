@@ -65,23 +65,45 @@ def step(model: Model, state: State, control: Control | None = None):
 
 
 def rollout(model: Model, state: State, controls: Control | None = None, *, steps=None,
-            checkpoint=False, return_info=False):
-    """Run `step` repeatedly under `lax.scan`.
+            policy=None, policy_params=None, key=None, checkpoint=False, return_info=False,
+            return_controls=False):
+    """Run `step` repeatedly under `lax.scan`, open loop (controls) or closed loop (policy).
 
     Args:
       model, state: as for `step`.
       controls: a `Control` whose leaves have a leading time axis (T, ...), or None.
       steps: number of steps; required without controls, must equal T with them.
+      policy: closed loop: `policy(policy_params, state) -> Control` computes each step's
+        control from the state before it (with `key`: `policy(policy_params, state, key_t)`,
+        a fresh key per step). Gradients flow to `policy_params` through every step (and to
+        the model and the state, as always). Not together with `controls`.
+      policy_params: the policy's parameters (any pytree), passed through unchanged.
+      key: a `jax.random` key for a stochastic policy; step t gets `fold_in(key, t)`.
       checkpoint: recompute each step in the backward pass (`jax.checkpoint`) instead of
         storing its intermediates: less memory, about one extra forward pass.
       return_info: also return the per-step `StepInfo` (leading time axis).
+      return_controls: also return the controls applied (a `Control` with a time axis: what
+        the policy chose, or `controls`).
 
     Returns:
-      (final, traj) or (final, traj, infos); traj is a `State` with a leading time axis
-      holding the state after each step.
+      (final, traj), then infos if `return_info`, then controls if `return_controls`; traj
+      is a `State` with a leading time axis holding the state after each step.
+
+    Raises:
+      ValueError: steps missing or not a positive int, controls without a time axis or of
+        another length than `steps`, controls and a policy both given, a policy that is not
+        callable, `key` without a policy, or a policy returning anything but a `Control` of
+        the model's shapes (the message names the returned field and its shape).
     """
+    if policy is not None:
+        if controls is not None:
+            raise ValueError("give controls (open loop) or a policy (closed loop), not both")
+        if not callable(policy):
+            raise ValueError(f"policy must be a function policy(params, state), got {policy!r}")
+    elif key is not None:
+        raise ValueError("key is for a stochastic policy; got a key but no policy")
     if controls is None:
-        if steps is None or not isinstance(steps, int) or steps < 1:
+        if steps is None or not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             raise ValueError(f"steps must be a positive int when controls is None, got {steps!r}")
     else:
         length = jnp.shape(controls.force)[0] if jnp.ndim(controls.force) == 3 else None
@@ -92,11 +114,36 @@ def rollout(model: Model, state: State, controls: Control | None = None, *, step
             raise ValueError(f"steps={steps!r} does not match the {length} steps of controls")
         steps = length
 
-    def body(s, c):
-        s, info = step(model, s, c)
-        return s, (s, info)
+    if policy is None:
+        def body(s, c):
+            if c is None:
+                c = Control.zeros(model.n_body, model.n_motor, dtype=s.pos.dtype)
+            s, info = step(model, s, c)
+            return s, (s, info, c)
+        xs = controls
+    else:
+        def body(s, t):
+            c = policy_control(policy, policy_params, s, model,
+                               None if key is None else jax.random.fold_in(key, t))
+            s, info = step(model, s, c)
+            return s, (s, info, c)
+        xs = jnp.arange(steps)
 
     if checkpoint:
         body = jax.checkpoint(body)
-    final, (traj, infos) = jax.lax.scan(body, state, controls, length=steps)
-    return (final, traj, infos) if return_info else (final, traj)
+    final, (traj, infos, applied) = jax.lax.scan(body, state, xs, length=steps)
+    return ((final, traj) + ((infos,) if return_info else ())
+            + ((applied,) if return_controls else ()))
+
+
+def policy_control(policy, params, state: State, model: Model, key=None) -> Control:
+    """The control `policy` gives in `state` (with `key` for a stochastic policy), checked:
+    a `Control` of the model's shapes (ValueError naming the field and shape otherwise)."""
+    control = policy(params, state) if key is None else policy(params, state, key)
+    if not isinstance(control, Control):
+        raise ValueError(f"policy must return a jc.Control, got {type(control).__name__}")
+    try:
+        _check_control(model, control)
+    except ValueError as error:
+        raise ValueError(f"policy returned a bad control: {error}") from None
+    return control

@@ -582,6 +582,24 @@ def contact_gaps(u, args):
     return jnp.concatenate(out) if out else jnp.zeros((0,), u.dtype)
 
 
+def body_contacts(u, args, margin=0.0):
+    """(N,) bool: body i has a contact row with gap <= margin at the end of the step for
+    velocities u (u = 0: the configuration at its start)."""
+    model, ctx = args
+    touching = jnp.zeros((model.n_body,), bool)
+    for term, el in zip(model.terms, ctx.elements):
+        if not term.reports_gaps:
+            continue
+        gaps = _each(_gaps, term, el, model.dt, dofs.gather(u, el.index))
+        near = jnp.any(gaps.reshape(gaps.shape[0], -1) <= margin, axis=1)
+        for side in range(el.bodies.shape[1]):
+            body = el.bodies[:, side]
+            # the world (-1) and padding rows scatter out of range and are dropped
+            target = jnp.where(body >= 0, body, model.n_body)
+            touching = touching.at[target].max(near, mode="drop")
+    return touching
+
+
 def check_rows(model) -> None:
     """ValueError unless every term of `model` has a compliance form (what Dual needs)."""
     reasons = [r for r in (t.without_rows() for t in model.terms) if r]

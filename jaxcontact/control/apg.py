@@ -1,0 +1,316 @@
+"""Analytic policy gradients: train a policy by differentiating rollouts of the simulator.
+
+Each update runs a batch of environments (`jax.vmap`) for a window of `window` steps under the
+policy, from the states the previous window ended in, and ascends the mean reward per step of
+the window by its exact gradient (the implicit gradients of every step, `jc.rollout`). The
+state is carried from window to window with its gradient stopped (truncated backpropagation
+through time, as in APG and SHAC): memory and the gradient's variance stay bounded however
+long the episodes are. An environment whose episode ends (after `Task.episode_length` steps,
+or when `Task.done` says so) restarts inside the window from a fresh draw of `Task.reset`
+(domain randomization: model and state), so one compiled update serves the whole run and new
+draws never recompile.
+
+    result = jc.control.train(task, policy, params, key=jax.random.key(0), updates=200)
+    result.params, result.history   # trained parameters, one dict of metrics per update
+
+A run whose loss or gradient becomes non-finite stops with a `FloatingPointError` that names
+the update and what the window's steps reported (`StepInfo`), instead of training on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import time
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxcontact.control import report
+from jaxcontact.control.task import Task
+from jaxcontact.step import policy_control, step
+from jaxcontact.types import Result
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns.
+
+    Attributes:
+      params: the trained policy parameters.
+      history: one dict per update: `reward` (mean reward per step of the window, over the
+        batch), `grad_norm` (before clipping), `converged` (fraction of steps whose solve
+        converged), `max_residual`, `episode_return` (mean return of the episodes that ended
+        in the window; NaN if none did), `episodes` (how many ended), `seconds` (wall time
+        since the start, compilation included).
+      first_update_seconds: wall time of the first update, its compilation included (unless
+        a run of the same task, policy and settings compiled it before: then it is cached).
+      opt_state: the optimizer's state at the end (to continue training).
+    """
+
+    params: Any
+    history: list
+    first_update_seconds: float
+    opt_state: Any = None
+
+
+def _check_int(name, value, low=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def _select(flag, new, old):
+    """Per environment: new where flag, else old (flag has the batch axis only)."""
+    def pick(a, b):
+        mask = jnp.reshape(flag, flag.shape + (1,) * (a.ndim - flag.ndim))
+        return jnp.where(jnp.broadcast_to(mask, a.shape), a, b)
+    return jax.tree.map(pick, new, old)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rules:
+    """The functions of a `Task` without its arrays: hashable, so compiled programs are
+    cached by them (the nominal scene is an argument)."""
+
+    reward: Any
+    reset: Any
+    done: Any
+    episode_length: int
+
+    @classmethod
+    def of(cls, task: Task):
+        return cls(task.reward, task.reset, task.done, task.episode_length)
+
+    def initial(self, scene, key):
+        model, state = scene
+        return (model, state) if self.reset is None else self.reset(model, state, key)
+
+
+def _start(task, scene, keys):
+    """Fresh episodes: (models, states) drawn for each key (batch axis first)."""
+    return jax.vmap(lambda k: task.initial(scene, k))(keys)
+
+
+def _window(task, scene, policy, params, carry, window, stochastic):
+    """Run `window` steps of every environment under the policy.
+
+    carry: (models, states, t (B,) steps into the episode, returns (B,) the episode's return
+    so far, key). Returns (new carry, per-step metrics with leading axes (window, B))."""
+    batch = carry[2].shape[0]
+
+    def env_step(model, state, t, ret, key):
+        key_policy, key_reset = jax.random.split(key)
+        control = policy_control(policy, params, state, model,
+                                 key_policy if stochastic else None)
+        new, info = step(model, state, control)
+        reward = task.reward(model, state, control, new)
+        finite_control = jnp.all(jnp.asarray(
+            [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(control)]))
+        ret = ret + reward
+        t = t + 1
+        ended = t >= task.episode_length
+        if task.done is not None:
+            ended = ended | jnp.asarray(task.done(model, new), bool)
+        fresh_model, fresh_state = task.initial(scene, key_reset)
+        model, new = _select(ended, (fresh_model, fresh_state), (model, new))
+        out = {"reward": reward, "converged": info.converged,
+               "residual": info.residual, "nonfinite": info.result == Result.NONFINITE,
+               "finite_control": finite_control, "ended": ended, "episode_return": ret}
+        return model, new, jnp.where(ended, 0, t), jnp.where(ended, 0.0, ret), out
+
+    def body(c, _):
+        models, states, t, ret, key = c
+        key, sub = jax.random.split(key)
+        keys = jax.random.split(sub, batch)
+        models, states, t, ret, out = jax.vmap(env_step)(models, states, t, ret, keys)
+        return (models, states, t, ret, key), out
+
+    return jax.lax.scan(body, carry, None, length=window)
+
+
+DEFAULT_OPTIMIZER = optax.adam(1e-3)   # one object: runs with the default share programs
+
+
+def _clipped(optimizer, clip):
+    if clip is None:
+        return optimizer
+    return optax.chain(optax.clip_by_global_norm(clip), optimizer)
+
+
+def _loss(params, scene, carry, task, policy, window, stochastic):
+    carry = jax.lax.stop_gradient(carry)   # truncation: no gradient into earlier windows
+    carry, out = _window(task, scene, policy, params, carry, window, stochastic)
+    return -jnp.mean(out["reward"]), (carry, out)
+
+
+# one compiled program per task's functions, policy and settings: a second run of the same
+# task (another key, other initial parameters) reuses it
+@partial(jax.jit, static_argnames=("task", "policy", "window", "stochastic", "optimizer",
+                                   "clip"))
+def _update(scene, params, opt_state, carry, *, task, policy, window, stochastic, optimizer,
+            clip):
+    """One update: a window of every environment, the gradient of its mean reward, one
+    optimizer step. Returns (params, opt_state, carry, metrics)."""
+    (value, (carry, out)), grads = jax.value_and_grad(_loss, has_aux=True)(
+        params, scene, carry, task, policy, window, stochastic)
+    norm = optax.tree.norm(grads)
+    changes, opt_state = _clipped(optimizer, clip).update(grads, opt_state, params)
+    ended = out["ended"]
+    count = jnp.sum(ended)
+    metrics = {
+        "reward": -value, "grad_norm": norm,
+        "converged": jnp.mean(out["converged"]),
+        "max_residual": jnp.max(out["residual"]),
+        "episode_return": jnp.where(count > 0, jnp.sum(
+            jnp.where(ended, out["episode_return"], 0.0)) / jnp.maximum(count, 1), jnp.nan),
+        "episodes": count,
+        "nonfinite_steps": jnp.sum(out["nonfinite"]),
+        "nonfinite_controls": jnp.sum(~out["finite_control"]),
+        "first_nonfinite_control": jnp.argmax(~jnp.all(out["finite_control"], axis=1)),
+    }
+    ok = jnp.isfinite(value) & jnp.isfinite(norm)
+    # a failed update leaves the parameters as they were (the caller stops)
+    params = jax.tree.map(lambda new, old: jnp.where(ok, new, old),
+                          optax.apply_updates(params, changes), params)
+    return params, opt_state, carry, metrics
+
+
+def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 32,
+          window: int | None = None, optimizer=None, clip: float | None = 1.0,
+          stochastic: bool = False, log: str | None = None, plot: str | None = None,
+          progress: bool = True) -> TrainResult:
+    """Train `policy` on `task` by analytic policy gradients (module docstring).
+
+    Args:
+      task: a `jaxcontact.control.Task`.
+      policy: `policy(params, state) -> jc.Control` (with `stochastic`:
+        `policy(params, state, key)`, a fresh key per step); e.g. a
+        `jaxcontact.control.MLPPolicy`.
+      params: the initial policy parameters (any pytree of arrays).
+      key: a `jax.random` key: resets, and the policy's noise.
+      updates: gradient updates, an int >= 1.
+      batch: environments run in parallel (`vmap`), an int >= 1.
+      window: steps per update (the truncation length); default: the episode length.
+      optimizer: an `optax.GradientTransformation`; default `optax.adam(1e-3)`. The compiled
+        update is cached by the task's functions, the policy, the optimizer object and the
+        settings: pass the same objects to reuse it.
+      clip: clip the gradient to this global norm before the optimizer (None: no clipping);
+        contact makes single gradients large now and then.
+      stochastic: call the policy with a key.
+      log: write the run (settings, history, timings) as JSON to this path.
+      plot: write the learning curve (PNG, needs matplotlib) to this path.
+      progress: show a progress bar on standard error.
+
+    Returns:
+      A `TrainResult`.
+
+    Raises:
+      ValueError: bad settings (named, with the value), or a policy returning anything but a
+        `Control` of the model's shapes.
+      FloatingPointError: the loss or the gradient became non-finite; the message names the
+        update and what the window's steps reported (solver results, non-finite controls).
+    """
+    if not isinstance(task, Task):
+        raise ValueError(f"task must be a jaxcontact.control.Task, got {type(task).__name__}")
+    if not callable(policy):
+        raise ValueError(f"policy must be a function policy(params, state), got {policy!r}")
+    updates = _check_int("updates", updates)
+    batch = _check_int("batch", batch)
+    window = task.episode_length if window is None else _check_int("window", window)
+    if clip is not None and not (isinstance(clip, numbers.Real) and not isinstance(clip, bool)
+                                 and math.isfinite(clip) and clip > 0):
+        raise ValueError(f"clip must be a positive number or None, got {clip!r}")
+    if not isinstance(stochastic, bool):
+        raise ValueError(f"stochastic must be a bool, got {stochastic!r}")
+    optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}")
+
+    rules, scene = _Rules.of(task), (task.model, task.state)
+    key, start = jax.random.split(key)
+    models, states = _start(rules, scene, jax.random.split(start, batch))
+    zeros = jnp.zeros((batch,), jnp.int32)
+    carry = (models, states, zeros, jnp.zeros((batch,), states.pos.dtype), key)
+    opt_state = _clipped(optimizer, clip).init(params)
+    statics = dict(task=rules, policy=policy, window=window, stochastic=stochastic,
+                   optimizer=optimizer, clip=clip)
+    t0 = time.perf_counter()
+    bar = report.Progress(updates, enabled=progress)
+    first_update_seconds = math.nan
+    history = []
+    settings = {"updates": updates, "batch": batch, "window": window, "clip": clip,
+                "episode_length": task.episode_length, "stochastic": stochastic}
+    try:
+        for k in range(updates):
+            params, opt_state, carry, metrics = _update(scene, params, opt_state, carry,
+                                                        **statics)
+            row = {name: float(v) for name, v in metrics.items()}
+            row["seconds"] = time.perf_counter() - t0
+            history.append(row)
+            if k == 0:
+                first_update_seconds = row["seconds"]
+            if not (math.isfinite(row["reward"]) and math.isfinite(row["grad_norm"])):
+                raise FloatingPointError(_failure(k, row, window, batch))
+            bar.update(k + 1, row)
+    finally:
+        bar.close()
+        if log is not None:
+            report.write_log(log, settings, history, first_update_seconds)
+        if plot is not None and history:
+            report.plot_curve(plot, history)
+    return TrainResult(params=params, history=history, first_update_seconds=first_update_seconds,
+                       opt_state=opt_state)
+
+
+def _failure(k, row, window, batch):
+    what = "loss" if not math.isfinite(row["reward"]) else "gradient"
+    parts = [f"the {what} became non-finite at update {k} (window of {window} steps x "
+             f"{batch} environments)"]
+    if row["nonfinite_controls"]:
+        parts.append(f"the policy returned non-finite controls in {int(row['nonfinite_controls'])}"
+                     f" environment-steps (first at step {int(row['first_nonfinite_control'])} "
+                     "of the window)")
+    if row["nonfinite_steps"]:
+        parts.append(f"{int(row['nonfinite_steps'])} steps ended with non-finite values "
+                     "(StepInfo.result NONFINITE)")
+    parts.append(f"StepInfo over the window: {100 * row['converged']:.1f} % of steps converged, "
+                 f"largest residual {row['max_residual']:.3g}")
+    return "; ".join(parts)
+
+
+def evaluate(task: Task, policy, params, *, key, batch: int = 32, stochastic=False):
+    """Mean return of `batch` whole episodes from fresh draws of `task.reset`, and the fraction
+    of their steps that converged: (return, converged). Episodes that end early (`done`)
+    count the reward up to their end."""
+    batch = _check_int("batch", batch)
+    value, converged = _evaluate((task.model, task.state), params, key, task=_Rules.of(task),
+                                 policy=policy, batch=batch, stochastic=stochastic)
+    return float(value), float(converged)
+
+
+@partial(jax.jit, static_argnames=("task", "policy", "batch", "stochastic"))
+def _evaluate(scene, params, key, *, task, policy, batch, stochastic):
+    key, start = jax.random.split(key)
+    models, states = _start(task, scene, jax.random.split(start, batch))
+
+    def env(model, state, key):
+        def body(c, k):
+            state, alive = c
+            control = policy_control(policy, params, state, model, k if stochastic else None)
+            new, info = step(model, state, control)
+            reward = jnp.where(alive, task.reward(model, state, control, new), 0.0)
+            if task.done is not None:
+                alive = alive & ~jnp.asarray(task.done(model, new), bool)
+            return (new, alive), (reward, info.converged)
+
+        keys = jax.random.split(key, task.episode_length)
+        _, (rewards, converged) = jax.lax.scan(body, (state, jnp.ones((), bool)), keys)
+        return jnp.sum(rewards), jnp.mean(converged)
+
+    returns, converged = jax.vmap(env)(models, states, jax.random.split(key, batch))
+    return jnp.mean(returns), jnp.mean(converged)

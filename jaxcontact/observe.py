@@ -1,0 +1,96 @@
+"""Observations for policies: the usual features of a state as flat arrays.
+
+A policy `pi(params, state) -> jc.Control` may read the `State` directly; these helpers give
+the features controllers are usually trained on, each as a 1-D array (or (N, k) with
+`flat=False`) ready to concatenate:
+
+    obs = jnp.concatenate([jc.observe.positions(state, relative_to=target),
+                           jc.observe.velocities(state, frame="body"),
+                           jc.observe.contacts(model, state).astype(float),
+                           jc.observe.time(state)])
+
+All are differentiable functions of the state (contact flags are booleans: no gradient).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxcontact import dofs, terms
+from jaxcontact.math import quat_rotate, quat_rotate_inverse, quat_to_mat
+from jaxcontact.types import Control, Model, State
+
+FRAMES = ("world", "body")
+ORIENTATIONS = ("quat", "matrix", "up")
+
+
+def _bodies(state: State, bodies):
+    n = state.pos.shape[0]
+    if bodies is None:
+        return jnp.arange(n)
+    index = jnp.asarray(bodies)
+    if index.dtype.kind not in "iu" or index.ndim != 1 or (
+            index.size and (int(index.min()) < 0 or int(index.max()) >= n)):
+        raise ValueError(f"bodies must be a sequence of body indices in [0, {n}), got {bodies!r}")
+    return index
+
+
+def _out(x, flat):
+    return x.reshape(-1) if flat else x
+
+
+def positions(state: State, bodies=None, *, relative_to=None, flat=True):
+    """Body positions (N, 3) in the world frame, minus `relative_to` (a 3-vector, e.g. a
+    target) if given."""
+    pos = state.pos[_bodies(state, bodies)]
+    if relative_to is not None:
+        target = jnp.asarray(relative_to, pos.dtype)
+        if target.shape != (3,):
+            raise ValueError(f"relative_to must be a 3-vector, got shape {target.shape}")
+        pos = pos - target[None, :]
+    return _out(pos, flat)
+
+
+def orientations(state: State, bodies=None, *, representation="quat", flat=True):
+    """Body orientations: "quat" (N, 4) (w, x, y, z), "matrix" (N, 9) rotation matrices row
+    by row, or "up" (N, 3) the body z axis in the world frame (tilt, without heading)."""
+    if representation not in ORIENTATIONS:
+        raise ValueError(f"representation must be one of {ORIENTATIONS}, got "
+                         f"{representation!r}")
+    quat = state.quat[_bodies(state, bodies)]
+    if representation == "quat":
+        out = quat
+    elif representation == "matrix":
+        out = quat_to_mat(quat).reshape(quat.shape[0], 9)
+    else:
+        up = jnp.broadcast_to(jnp.asarray([0.0, 0.0, 1.0], quat.dtype), (quat.shape[0], 3))
+        out = quat_rotate(quat, up)
+    return _out(out, flat)
+
+
+def velocities(state: State, bodies=None, *, frame="world", flat=True):
+    """Linear and angular velocities (N, 6), (v, ω), in the world frame or each body's own
+    frame ("body": what an on-board IMU measures)."""
+    if frame not in FRAMES:
+        raise ValueError(f"frame must be one of {FRAMES}, got {frame!r}")
+    index = _bodies(state, bodies)
+    vel, ang_vel = state.vel[index], state.ang_vel[index]
+    if frame == "body":
+        quat = state.quat[index]
+        vel, ang_vel = quat_rotate_inverse(quat, vel), quat_rotate_inverse(quat, ang_vel)
+    return _out(jnp.concatenate([vel, ang_vel], axis=1), flat)
+
+
+def contacts(model: Model, state: State, bodies=None, *, margin=0.0):
+    """(N,) bool: the body touches something (a contact row's gap <= margin, m) in `state`."""
+    if not (isinstance(margin, (int, float)) and margin >= 0.0):
+        raise ValueError(f"margin must be a number >= 0, got {margin!r}")
+    control = Control.zeros(model.n_body, model.n_motor, dtype=state.pos.dtype)
+    args = (model, terms.prepare(model, state, control))
+    u = jnp.zeros_like(dofs.velocity(state))
+    return terms.body_contacts(u, args, margin)[_bodies(state, bodies)]
+
+
+def time(state: State):
+    """The state's time as a 1-vector (s)."""
+    return jnp.reshape(state.time, (1,))
