@@ -12,8 +12,17 @@ import numpy as np
 QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
 
 
+def _real_scalar_array(value) -> bool:
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    return (shape == () and dtype is not None and not isinstance(value, numbers.Number)
+            and np.dtype(dtype).kind in "iuf")
+
+
 def number(name, value, *, low=None, positive=False, high=None) -> float:
-    """A finite real number (not a bool), optionally > 0, >= low, <= high."""
+    """A finite real number (not a bool), optionally > 0, >= low, <= high. A 0-d NumPy or
+    JAX array of a real dtype counts (what `jc.restitution_to_damping` returns)."""
+    if _real_scalar_array(value):
+        value = float(np.asarray(value))
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a real number, got {value!r}")
     value = float(value)

@@ -132,6 +132,20 @@ def test_error_messages_quote_the_value():
     assert "(2,)" in _raises_naming("pos", scene.add_sphere, 0.1, 1.0, (0.0, 1.0))
 
 
+def test_numbers_may_be_zero_dimensional_arrays():
+    # what jc.restitution_to_damping returns can be passed on as it is
+    damping = jc.restitution_to_damping(0.5, 1e4, 1.0)
+    scene = jc.Scene()
+    scene.add_plane(damping=damping, stiffness=np.float32(1e4))
+    scene.add_sphere(0.1, jnp.asarray(2.0), (0.0, 0.0, 0.1), damping=damping)
+    model, _ = scene.build()
+    np.testing.assert_allclose(model.geom.damping, [float(damping)])
+    np.testing.assert_allclose(model.body.mass, [2.0])
+    for bad in (jnp.asarray([1.0]), jnp.asarray(True), np.asarray(np.nan)):
+        with pytest.raises(ValueError, match="mass"):
+            scene.add_sphere(0.1, bad, (0.0, 0.0, 0.1))
+
+
 def test_quaternion_within_tolerance_is_accepted_and_normalized():
     scene = _scene_with_ground()
     scene.add_box(0.1, 1.0, (0, 0, 1), quat=(1.0 + 5e-7, 0.0, 0.0, 0.0))
