@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: demo test test-all bench install clean
 
@@ -12,6 +13,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# the tests also run the optional integrations (Brax): CI installs them so those tests run
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,rl]"
+	touch $(TEST_STAMP)
+
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -19,10 +25,10 @@ demo: $(STAMP)
 
 # --dist loadfile: each test module runs in one worker, so its module fixtures (the compiled
 # programs they share) are built once rather than once per worker
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -m "not slow" -n auto --dist loadfile
 
-test-all: $(STAMP)
+test-all: $(TEST_STAMP)
 	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)

@@ -5,10 +5,14 @@
 - `train`: analytic policy gradients through the simulator (truncated windows, batched
   environments, resets inside the jitted loop, optax, a progress bar, JSON log and curve);
   `evaluate`: the mean return of whole episodes.
+- `push_task`: a ready-made task (a ball pushed to a target), for examples and tests.
+- `jaxcontact.control.brax_env.BraxEnv`: a Brax environment over a task, so Brax's PPO and
+  SAC train on it (imported on its own: it needs Brax, `pip install -e ".[rl]"`).
 """
 
 from jaxcontact.control.apg import TrainResult, evaluate, train
 from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
+from jaxcontact.control.tasks import push_task
 
-__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "train"]
+__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "train"]
