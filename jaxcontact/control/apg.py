@@ -13,8 +13,10 @@ draws never recompile.
     result = jc.control.train(task, policy, params, key=jax.random.key(0), updates=200)
     result.params, result.history   # trained parameters, one dict of metrics per update
 
-A run whose loss or gradient becomes non-finite stops with a `FloatingPointError` that names
-the update and what the window's steps reported (`StepInfo`), instead of training on.
+A run whose loss or gradient becomes non-finite stops, instead of training on: with a
+`ValueError` where the policy returned non-finite controls (NaN actions), else with a
+`FloatingPointError`; either names the update and what the window's steps reported
+(`StepInfo`).
 """
 
 from __future__ import annotations
@@ -210,10 +212,11 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
       A `TrainResult`.
 
     Raises:
-      ValueError: bad settings (named, with the value), or a policy returning anything but a
-        `Control` of the model's shapes.
-      FloatingPointError: the loss or the gradient became non-finite; the message names the
-        update and what the window's steps reported (solver results, non-finite controls).
+      ValueError: bad settings (named, with the value), a policy returning anything but a
+        `Control` of the model's shapes, or a policy returning non-finite controls (NaN
+        actions; the message names the update and the step of the window).
+      FloatingPointError: the loss or the gradient became non-finite otherwise; the message
+        names the update and what the window's steps reported (solver results).
     """
     if not isinstance(task, Task):
         raise ValueError(f"task must be a jaxcontact.control.Task, got {type(task).__name__}")
@@ -255,7 +258,9 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
             if k == 0:
                 first_update_seconds = row["seconds"]
             if not (math.isfinite(row["reward"]) and math.isfinite(row["grad_norm"])):
-                raise FloatingPointError(_failure(k, row, window, batch))
+                # NaN actions are bad input from the policy; anything else is the run's
+                error = ValueError if row["nonfinite_controls"] else FloatingPointError
+                raise error(_failure(k, row, window, batch))
             bar.update(k + 1, row)
     finally:
         bar.close()
