@@ -7,6 +7,7 @@ with a series near zero, so that their Hessians are right at zero too (Newton ne
 Quaternions are (w, x, y, z) and rotate body to world.
 """
 
+import jax
 import jax.numpy as jnp
 
 
@@ -145,3 +146,10 @@ def tangent_basis(normal):
     helper = jnp.where(jnp.abs(normal[..., :1]) < 0.6, x_axis, y_axis)
     t1 = safe_normalize(jnp.cross(normal, helper))
     return t1, jnp.cross(normal, t1)
+
+
+def tree_finite(tree):
+    """() bool: every float leaf of the pytree `tree` is finite (True for none)."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)

@@ -34,6 +34,7 @@ import optax
 
 from jaxcontact.control import report
 from jaxcontact.control.task import Task
+from jaxcontact.math import tree_finite
 from jaxcontact.step import policy_control, step
 from jaxcontact.types import Result
 
@@ -74,25 +75,6 @@ def _select(flag, new, old):
     return jax.tree.map(pick, new, old)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Rules:
-    """The functions of a `Task` without its arrays: hashable, so compiled programs are
-    cached by them (the nominal scene is an argument)."""
-
-    reward: Any
-    reset: Any
-    done: Any
-    episode_length: int
-
-    @classmethod
-    def of(cls, task: Task):
-        return cls(task.reward, task.reset, task.done, task.episode_length)
-
-    def initial(self, scene, key):
-        model, state = scene
-        return (model, state) if self.reset is None else self.reset(model, state, key)
-
-
 def _start(task, scene, keys):
     """Fresh episodes: (models, states) drawn for each key (batch axis first)."""
     return jax.vmap(lambda k: task.initial(scene, k))(keys)
@@ -111,8 +93,7 @@ def _window(task, scene, policy, params, carry, window, stochastic):
                                  key_policy if stochastic else None)
         new, info = step(model, state, control)
         reward = task.reward(model, state, control, new)
-        finite_control = jnp.all(jnp.asarray(
-            [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(control)]))
+        finite_control = tree_finite(control)
         ret = ret + reward
         t = t + 1
         ended = t >= task.episode_length
@@ -234,7 +215,7 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}")
 
-    rules, scene = _Rules.of(task), (task.model, task.state)
+    rules, scene = task.rules(), (task.model, task.state)
     key, start = jax.random.split(key)
     models, states = _start(rules, scene, jax.random.split(start, batch))
     zeros = jnp.zeros((batch,), jnp.int32)
@@ -293,7 +274,7 @@ def evaluate(task: Task, policy, params, *, key, batch: int = 32, stochastic=Fal
     of their steps that converged: (return, converged). Episodes that end early (`done`)
     count the reward up to their end."""
     batch = _check_int("batch", batch)
-    value, converged = _evaluate((task.model, task.state), params, key, task=_Rules.of(task),
+    value, converged = _evaluate((task.model, task.state), params, key, task=task.rules(),
                                  policy=policy, batch=batch, stochastic=stochastic)
     return float(value), float(converged)
 

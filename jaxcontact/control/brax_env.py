@@ -52,6 +52,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         from error
 
 from jaxcontact.control.task import Task
+from jaxcontact.math import tree_finite
 from jaxcontact.step import step as physics_step
 from jaxcontact.types import Control, Model, Result, State
 
@@ -73,13 +74,6 @@ class Physics:
 
     model: Model
     state: State
-
-
-def _all_finite(tree) -> jax.Array:
-    """() bool: every float leaf of `tree` is finite."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-              if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
 def device_put_replicated(x, devices):
@@ -215,8 +209,8 @@ class BraxEnv(brax_base.Env):
         obs = self._observe(model, after)
         done = (jnp.zeros((), bool) if self._task.done is None
                 else jnp.asarray(self._task.done(model, after)).astype(bool))
-        nonfinite = ((info.result == Result.NONFINITE) | ~_all_finite(after)
-                     | ~jnp.isfinite(reward) | ~_all_finite(obs))
+        nonfinite = ((info.result == Result.NONFINITE) | ~tree_finite(after)
+                     | ~jnp.isfinite(reward) | ~tree_finite(obs))
         # keep the last finite state and observation (see the module docstring); a select,
         # so the finite branch's value is exact
         after = jax.tree.map(lambda old, new: jnp.where(nonfinite, old, new), before, after)

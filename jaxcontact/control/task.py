@@ -53,8 +53,27 @@ class Task:
             raise ValueError(f"episode_length must be an int >= 1, got {length!r}")
         object.__setattr__(self, "episode_length", int(length))
 
+    def rules(self) -> "Rules":
+        """The task's functions without its arrays (hashable: compiled programs are cached
+        by them, with the nominal scene as an argument)."""
+        return Rules(self.reward, self.reset, self.done, self.episode_length)
+
     def initial(self, key) -> tuple[Model, State]:
         """(model, state) at the start of an episode drawn with `key`."""
-        if self.reset is None:
-            return self.model, self.state
-        return self.reset(self.model, self.state, key)
+        return self.rules().initial((self.model, self.state), key)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """A `Task`'s functions and episode length, without the nominal scene."""
+
+    reward: Callable[..., Any]
+    reset: Callable[..., Any] | None
+    done: Callable[..., Any] | None
+    episode_length: int
+
+    def initial(self, scene, key):
+        """(model, state) at the start of an episode drawn with `key` from the nominal
+        scene (model, state)."""
+        model, state = scene
+        return (model, state) if self.reset is None else self.reset(model, state, key)

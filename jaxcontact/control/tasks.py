@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
+from jaxcontact.domain import randomizer
 from jaxcontact.math import safe_norm
 from jaxcontact.scene import Scene
 from jaxcontact.types import Control
@@ -100,16 +100,9 @@ def push_task(*, target=(0.0, 0.0), start_range=0.5, mass_range=(0.5, 2.0), radi
         raise ValueError(f"target must be a 2-vector, got {target!r}")
     state = state.replace(pos=state.pos.at[0, :2].set(goal))
 
-    def reset(model, state, key):
-        key_pos, key_mass = jax.random.split(key)
-        dtype = state.pos.dtype
-        offset = jax.random.uniform(key_pos, (2,), dtype, -start_range, start_range)
-        mass = jax.random.uniform(key_mass, (1,), dtype, low, high)
-        # a uniform solid keeps its shape: inertia scales with the mass
-        scale = mass / model.body.mass
-        body = model.body.replace(mass=mass, inertia=model.body.inertia * scale[:, None])
-        pos = state.pos.at[0, :2].add(offset)
-        return model.replace(body=body), state.replace(pos=pos)
+    # a new start offset and mass (inertia scaled with it: a uniform solid) at each reset
+    reset = randomizer(mass=(low, high), pos=((-start_range, -start_range, 0.0),
+                                              (start_range, start_range, 0.0)))
 
     def observe(model, state):
         return jnp.concatenate([state.pos[0, :2] - goal, state.vel[0, :2]])

@@ -135,6 +135,12 @@ class Solver:
     def check(self, model) -> None:
         """ValueError if the solver cannot run this model's terms (Dual: compliance forms)."""
 
+    def converged(self, problem, g, noise, args, tol):
+        """(whether g is converged, the level it is held to): max |M⁻¹ g| within
+        max(tol, the tolerance of its rounding noise), per DOF."""
+        level = jnp.maximum(tol, self.tolerance(noise))
+        return jnp.all(jnp.abs(problem.mass(args).solve(g)) <= level), level
+
     def tolerance(self, noise):
         """Per-DOF tolerance where the residual's rounding noise is `noise` (module
         docstring)."""
@@ -195,8 +201,7 @@ class Solver:
         # a scene already converged where the method starts needs no iteration (with
         # `early_exit` it costs none)
         start, g_start, noise_start = self.start(problem, points, grads, noises, args, tol)
-        level0 = jnp.maximum(tol, self.tolerance(noise_start))
-        done0 = jnp.all(jnp.abs(problem.mass(args).solve(g_start)) <= level0)
+        done0, level0 = self.converged(problem, g_start, noise_start, args, tol)
         init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0)
         if self.loops_exit_early:
             final = loop.until_done(body, init, (args, tol), self.iterations, lambda s: s[2])

@@ -119,9 +119,8 @@ class Newton(base.Solver):
         # friction): at free flight where it is already converged, else at u0 (starting at
         # whichever had the smaller residual changed the path of steps that do not
         # converge: design note 18)
-        mass = problem.mass(args)
-        level = jnp.maximum(tol, self.tolerance(noises[1]))
-        pick = jnp.where(jnp.all(jnp.abs(mass.solve(grads[1])) <= level), 1, 0)
+        flight_done, _ = self.converged(problem, grads[1], noises[1], args, tol)
+        pick = jnp.where(flight_done, 1, 0)
         u, g, noise = points[pick], grads[pick], noises[pick]
         zero = jnp.zeros((), u.dtype)
         return (u, u, jnp.ones((), u.dtype), g, noise, zero, zero), g, noise
