@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.flatten_util import ravel_pytree
 import pytest
 
 import jaxcontact as jc
@@ -271,3 +272,68 @@ def test_training_settings_are_checked(reach):
     with pytest.raises(ValueError, match="observe must return a 1-D array"):
         control.MLPPolicy(observe=lambda s: s.pos, act=lambda a, s: None,
                           action_size=1).init(jax.random.key(0), task.state)
+
+
+def test_training_continues_from_an_optimizer_state(reach):
+    task, policy, params = reach
+    # the same compiled program as above; Adam's step count carries over from run to run
+    first = control.train(task, policy, params, key=jax.random.key(1), updates=2, batch=8,
+                          window=5, optimizer=OPTIMIZER, progress=False)
+    more = control.train(task, policy, first.params, key=jax.random.key(2), updates=1,
+                         batch=8, window=5, optimizer=OPTIMIZER, opt_state=first.opt_state,
+                         progress=False)
+    count = optax.tree.get(more.opt_state, "count")
+    assert int(count) == 3
+    fresh = control.train(task, policy, first.params, key=jax.random.key(2), updates=1,
+                          batch=8, window=5, optimizer=OPTIMIZER, progress=False)
+    assert int(optax.tree.get(fresh.opt_state, "count")) == 1
+    # Adam's bias correction differs at step 3 and step 1: the updates differ
+    assert not np.allclose(ravel_pytree(more.params)[0],
+                           ravel_pytree(fresh.params)[0])
+
+
+def test_pusher_task_draws_targets_by_shifting_the_scene():
+    push = control.pusher_task(target_low=(0.2, -0.25), target_high=(0.6, 0.25))
+    task = push.task
+    keys = jax.random.split(jax.random.key(4), 64)
+    models, states = jax.vmap(task.initial)(keys)
+    box, pusher = np.asarray(states.pos[:, 0]), np.asarray(states.pos[:, 1])
+    # the target sits at the origin: the box starts at minus the drawn target, inside the
+    # rectangle, and the pusher keeps its place behind the box, touching it (0.1 + 0.05 m)
+    target = -box[:, :2]
+    assert np.all((target >= [0.2, -0.25]) & (target <= [0.6, 0.25]))
+    assert np.ptp(target[:, 0]) > 0.2 and np.ptp(target[:, 1]) > 0.25   # spread, not one draw
+    np.testing.assert_allclose(pusher - box, np.tile([-0.15, 0.0, 0.0], (64, 1)), atol=1e-6)
+    model, state = task.initial(keys[0])
+    obs = np.asarray(push.observe(model, state))
+    assert obs.shape == (11,)
+    np.testing.assert_allclose(obs[:2], box[0, :2], atol=1e-6)          # offset to the target
+    np.testing.assert_allclose(obs[4:6], [1.0, 0.0], atol=1e-6)         # heading (cos, sin)
+    np.testing.assert_allclose(obs[6:8], [-0.15, 0.0], atol=1e-6)       # pusher from the box
+    np.testing.assert_allclose(obs[-1], 1.0, atol=1e-6)                 # 50 x 0.02 s left
+    control_ = push.act(model, state, jnp.array([0.5, -2.0]))
+    np.testing.assert_allclose(control_.force, [[0.0, 0.0, 0.0], [5.0, -10.0, 0.0]])
+    # reward: minus the box's distance to the target after the step, minus the effort
+    at_target = state.replace(pos=state.pos - state.pos[0:1] * jnp.array([[1.0, 1.0, 0.0]]))
+    np.testing.assert_allclose(task.reward(model, state, control_, at_target), -0.01 * 1.25,
+                               rtol=1e-5)
+    for bad, name in ((dict(target_low=(0.5, 0.0), target_high=(0.2, 0.0)), "target_low"),
+                      (dict(pusher_start=-0.1), "pusher_start"),
+                      (dict(max_force=0.0), "max_force")):
+        with pytest.raises(ValueError, match=name):
+            control.pusher_task(**bad)
+
+
+def test_mlp_policy_output_scale_sets_the_size_of_the_first_actions():
+    push = control.pusher_task()
+    state = push.task.state
+    sizes = []
+    for scale in (0.01, 10.0):
+        policy = push.mlp_policy(hidden=(50, 200), output_scale=scale)
+        actions = [policy.action(policy.init(jax.random.key(k), state), state)
+                   for k in range(8)]
+        sizes.append(float(np.mean(np.abs(np.asarray(actions)))))
+    # weights' standard deviation grows with sqrt(scale): 31.6x before the tanh squash
+    assert sizes[1] > 10 * sizes[0], sizes
+    with pytest.raises(ValueError, match="output_scale"):
+        push.mlp_policy(output_scale=0.0)

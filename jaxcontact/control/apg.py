@@ -165,8 +165,8 @@ def _update(scene, params, opt_state, carry, *, task, policy, window, stochastic
 
 def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 32,
           window: int | None = None, optimizer=None, clip: float | None = 1.0,
-          stochastic: bool = False, log: str | None = None, plot: str | None = None,
-          progress: bool = True) -> TrainResult:
+          stochastic: bool = False, opt_state=None, log: str | None = None,
+          plot: str | None = None, progress: bool = True) -> TrainResult:
     """Train `policy` on `task` by analytic policy gradients (module docstring).
 
     Args:
@@ -185,6 +185,9 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
       clip: clip the gradient to this global norm before the optimizer (None: no clipping);
         contact makes single gradients large now and then.
       stochastic: call the policy with a key.
+      opt_state: the optimizer state to continue from (`TrainResult.opt_state` of an
+        earlier run with the same optimizer and clip, to train on in chunks); default: a
+        fresh one. The environments always start new episodes.
       log: write the run (settings, history, timings) as JSON to this path.
       plot: write the learning curve (PNG, needs matplotlib) to this path.
       progress: show a progress bar on standard error.
@@ -220,7 +223,8 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
     models, states = _start(rules, scene, jax.random.split(start, batch))
     zeros = jnp.zeros((batch,), jnp.int32)
     carry = (models, states, zeros, jnp.zeros((batch,), states.pos.dtype), key)
-    opt_state = _clipped(optimizer, clip).init(params)
+    if opt_state is None:
+        opt_state = _clipped(optimizer, clip).init(params)
     statics = dict(task=rules, policy=policy, window=window, stochastic=stochastic,
                    optimizer=optimizer, clip=clip)
     t0 = time.perf_counter()

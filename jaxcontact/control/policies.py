@@ -34,14 +34,14 @@ class _MLP(nn.Module):
     hidden: tuple
     out: int
     activation: Callable
+    output_scale: float
 
     @nn.compact
     def __call__(self, x):
         for width in self.hidden:
             x = self.activation(nn.Dense(width)(x))
-        # a small last layer: the first actions are near zero, the first rollouts gentle
         return nn.Dense(self.out, kernel_init=nn.initializers.variance_scaling(
-            0.01, "fan_in", "truncated_normal"))(x)
+            self.output_scale, "fan_in", "truncated_normal"))(x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,10 @@ class MLPPolicy:
         gradient is too).
       noise: standard deviation of the Gaussian exploration noise of a call with a key (0:
         deterministic even then).
+      output_scale: variance scale of the last layer's initial weights (fan-in). The default
+        0.01 makes the first actions small and the first rollouts gentle; where small
+        actions do nothing (a push below static friction), their gradient is nothing too,
+        and a scale near 1 (actions of order 1 from the start) lets training begin.
     """
 
     observe: Callable[[State], Any]
@@ -65,6 +69,7 @@ class MLPPolicy:
     hidden: tuple = (64, 64)
     activation: Callable = nn.tanh
     noise: float = 0.0
+    output_scale: float = 0.01
 
     def __post_init__(self):
         for name in ("observe", "act", "activation"):
@@ -81,10 +86,13 @@ class MLPPolicy:
         noise = self.noise
         if isinstance(noise, bool) or not isinstance(noise, numbers.Real) or not noise >= 0:
             raise ValueError(f"noise must be a number >= 0, got {noise!r}")
+        scale = self.output_scale
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0:
+            raise ValueError(f"output_scale must be a number > 0, got {scale!r}")
 
     @property
     def network(self) -> nn.Module:
-        return _MLP(self.hidden, self.action_size, self.activation)
+        return _MLP(self.hidden, self.action_size, self.activation, self.output_scale)
 
     def _observation(self, state):
         obs = jnp.asarray(self.observe(state))
