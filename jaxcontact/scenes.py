@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact.scene import Scene
@@ -353,18 +354,19 @@ def legged_robot(*, torso_half=(0.2, 0.1, 0.04), torso_mass=2.0, leg_radius=0.02
 
 
 def trot_targets(t, *, frequency=2.0, hip_amplitude=0.15, knee_amplitude=0.3):
-    """Hand-written periodic motor targets of a trot, (T, 8) for times t (T,), s.
+    """Hand-written periodic motor targets of a trot, (..., 8) for times t (...), s (JAX:
+    a traced time works, e.g. a policy's base gait inside a jitted rollout).
 
     Diagonal legs move together (front-left with rear-right, half a period ahead of the
     other pair). In a leg's phase s = 2π f t + φ the hip angle is A cos s: while sin s > 0
     the leg swings forward (the angle decreases) with the knee bent by B sin s, lifting the
     foot; while sin s < 0 it pushes backwards with the knee straight (stance).
     """
-    t = np.asarray(t, dtype=float)
+    t = jnp.asarray(t)
     phase_of = {"front_left": 0.0, "rear_right": 0.0, "front_right": math.pi,
                 "rear_left": math.pi}
     columns = []
     for leg in LEGS:
         s = 2.0 * math.pi * frequency * t + phase_of[leg]
-        columns += [hip_amplitude * np.cos(s), knee_amplitude * np.maximum(np.sin(s), 0.0)]
-    return np.stack(columns, axis=-1)
+        columns += [hip_amplitude * jnp.cos(s), knee_amplitude * jnp.maximum(jnp.sin(s), 0.0)]
+    return jnp.stack(columns, axis=-1)

@@ -5,7 +5,8 @@
 - `train`: analytic policy gradients through the simulator (truncated windows, batched
   environments, resets inside the jitted loop, optax, a progress bar, JSON log and curve);
   `evaluate`: the mean return of whole episodes.
-- `push_task`: a ready-made task (a ball pushed to a target), for examples and tests.
+- `push_task`, `pusher_task`: ready-made tasks (a ball pushed to a target; a box pushed to
+  a random target by a ball), for examples, tests and experiments.
 - `jaxcontact.control.brax_env.BraxEnv`: a Brax environment over a task, so Brax's PPO and
   SAC train on it (imported on its own: it needs Brax, `pip install -e ".[rl]"`).
 """
@@ -13,6 +14,9 @@
 from jaxcontact.control.apg import TrainResult, evaluate, train
 from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
-from jaxcontact.control.tasks import push_task
+from jaxcontact.control.tasks import push_task, pusher_task
 
-__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "train"]
+__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task", "train"]
+from jaxcontact.control.tasks import walk_task  # noqa: E402
+
+__all__ += ["walk_task"]
