@@ -10,7 +10,7 @@ MLP on 28 observations (torso height, gravity in the torso frame, torso velociti
 torso frame, hinge angles and rates, a 2 Hz phase clock). Its 8 actions in [-1, 1] are
 residual motor targets, 0.3 rad at ±1, added to the hand-written trot
 (`jc.scenes.trot_targets`): a zero action walks the open-loop trot. Reward per step: the
-torso's forward velocity (m/s) - 0.02 mean(a²) - (1 - up_z); an episode ends early when the
+torso's forward velocity (m/s) - 0.02 mean(a²) - 5 (1 - up_z); an episode ends early when the
 torso tilts past 60° or drops below half its height.
 
 - APG: `train` with windows of 25 steps, a batch of 8 environments, Adam 1e-3, gradients
