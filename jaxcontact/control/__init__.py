@@ -5,8 +5,9 @@
 - `train`: analytic policy gradients through the simulator (truncated windows, batched
   environments, resets inside the jitted loop, optax, a progress bar, JSON log and curve);
   `evaluate`: the mean return of whole episodes.
-- `push_task`, `pusher_task`: ready-made tasks (a ball pushed to a target; a box pushed to
-  a random target by a ball), for examples, tests and experiments.
+- `push_task`, `pusher_task`, `walk_task`: ready-made tasks (a ball pushed to a target; a
+  box pushed to a random target by a ball; the legged robot walking on randomized
+  friction and mass), for examples, tests and experiments.
 - `jaxcontact.control.brax_env.BraxEnv`: a Brax environment over a task, so Brax's PPO and
   SAC train on it (imported on its own: it needs Brax, `pip install -e ".[rl]"`).
 """
@@ -14,9 +15,7 @@
 from jaxcontact.control.apg import TrainResult, evaluate, train
 from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
-from jaxcontact.control.tasks import push_task, pusher_task
+from jaxcontact.control.tasks import push_task, pusher_task, walk_task
 
-__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task", "train"]
-from jaxcontact.control.tasks import walk_task  # noqa: E402
-
-__all__ += ["walk_task"]
+__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task", "train",
+           "walk_task"]
