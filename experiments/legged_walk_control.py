@@ -13,8 +13,16 @@ residual motor targets, 0.3 rad at ±1, added to the hand-written trot
 torso's forward velocity (m/s) - 0.02 mean(a²) - 5 (1 - up_z); an episode ends early when the
 torso tilts past 60° or drops below half its height.
 
-- APG: `train` with windows of 25 steps, a batch of 8 environments, Adam 1e-3, gradients
-  clipped to norm 1; an MLP 28-64-64-8 (tanh). Simulator steps = updates × batch × window.
+The reward also pays 1 per step the episode lasts (`alive_bonus=1`), so that a fall costs
+the rest of the episode.
+
+- APG + critic: `train` with windows of 25 steps, a batch of 8 environments, Adam 1e-3,
+  gradients clipped to norm 1; an MLP 28-64-64-8 (tanh). Each window is closed by a learned
+  value (`jaxcontact.control.Critic`: an MLP 28-64-64-1 (tanh) on the same observations,
+  γ = 0.95, TD(λ = 0.95) targets, 16 Adam 1e-3 steps per update; SHAC). Simulator steps =
+  updates × batch × window.
+- APG, windows only: the same without the critic. The bonus is a constant, so it gives no
+  gradient here, and a window's objective does not see what a fall costs after the window.
 - PPO: `brax.training.agents.ppo.train` on `BraxEnv` of the same task, the README example's
   settings scaled to the task (16 environments, unroll 10, 4 minibatches of 16, 8 passes,
   learning rate 1e-3, discount 0.97, entropy 1e-2, normalized observations), Brax's default
@@ -67,6 +75,8 @@ from _common import finish_figure, log, parser, save  # noqa: E402
 NAME = "legged_walk_control"
 DT, EPISODE = 0.02, 100
 SOLVER = jc.Newton(iterations=30)
+ALIVE_BONUS = 1.0
+CRITIC = dict(hidden=(64, 64), discount=0.95, lam=0.95, iterations=16)
 WINDOW, BATCH, HIDDEN, LR = 25, 8, (64, 64), 1e-3
 UPDATES, QUICK_UPDATES = 80, 6
 PPO = dict(num_envs=16, batch_size=16, num_minibatches=4, unroll_length=10,
@@ -85,7 +95,8 @@ OPTIMIZER = optax.adam(LR)    # one object: every seed reuses the compiled updat
 
 
 def make_task():
-    return control.walk_task(dt=DT, episode_length=EPISODE, solver=SOLVER, dtype=jnp.float64)
+    return control.walk_task(dt=DT, episode_length=EPISODE, solver=SOLVER, dtype=jnp.float64,
+                             alive_bonus=ALIVE_BONUS)
 
 
 @partial(jax.jit, static_argnames=("rules", "observe", "act", "action_fn"))
@@ -139,18 +150,20 @@ def mlp_action(policy):
     return lambda params, obs: jnp.tanh(policy.network.apply(params, obs))
 
 
-def run_apg(walk, policy, seed, updates):
+def run_apg(walk, policy, seed, updates, critic=None):
     params = policy.init(jax.random.key(seed), walk.task.state)
     start = time.perf_counter()
     result = control.train(walk.task, policy, params, key=jax.random.key(1000 + seed),
                            updates=updates, batch=BATCH, window=WINDOW, optimizer=OPTIMIZER,
-                           progress=False)
+                           critic=critic, progress=False)
+    name = "APG + critic" if critic is not None else "APG, windows only"
     wall = time.perf_counter() - start
     per_update = BATCH * WINDOW
     curve = [{"steps": (k + 1) * per_update, "reward_per_step": row["reward"],
               "converged": row["converged"], "grad_norm": row["grad_norm"],
-              "seconds": row["seconds"]} for k, row in enumerate(result.history)]
-    log(f"  APG seed {seed}: {updates} updates, {updates * per_update} steps, {wall:.0f} s "
+              "seconds": row["seconds"], "value": row.get("value"),
+              "critic_loss": row.get("critic_loss")} for k, row in enumerate(result.history)]
+    log(f"  {name} seed {seed}: {updates} updates, {updates * per_update} steps, {wall:.0f} s "
         f"(first update {result.first_update_seconds:.0f} s); window reward "
         f"{result.history[0]['reward']:.3f} -> "
         f"{np.mean([r['reward'] for r in result.history[-10:]]):.3f}")
@@ -211,11 +224,62 @@ def summary(runs, key):
             "return_mean_over_seeds": float(np.mean([r[key]["return_mean"] for r in runs]))}
 
 
+def figure(result):
+    """Learning curves and held-out distances (with falls) of a result."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs, trot, steps = result["runs"], result["open_loop_trot"], \
+        result["simulator_steps_per_trainer"]
+    seeds, draws = result["seeds"], result["held_out_draws"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    styles = (("apg", "C0", "-", "APG + critic (training windows)"),
+              ("apg_windows", "C4", "--", "APG, windows only"),
+              ("ppo", "C1", "o-", "PPO (training episodes, rolling mean)"))
+    for i, run in enumerate(runs):
+        for key, color, line, label in styles:
+            c = run[key]["curve"]
+            axes[0].plot([x["steps"] for x in c], [x["reward_per_step"] for x in c],
+                         color=color, linestyle="-" if line == "o-" else line,
+                         marker="o" if line == "o-" else None, alpha=0.7,
+                         label=label if i == 0 else None)
+    axes[0].set_xlabel("simulator steps (training)")
+    axes[0].set_ylabel("reward per step")
+    axes[0].legend(fontsize=8)
+    names = ["open-loop\ntrot", "untrained", "APG +\ncritic", "APG,\nwindows only", "PPO"]
+    per_seed = [[trot["forward_m_mean"]] * len(runs),
+                *[[r[k]["forward_m_mean"] for r in runs]
+                  for k in ("untrained_eval", "apg_eval", "apg_windows_eval", "ppo_eval")]]
+    falls = [trot["falls"] * len(runs),
+             *[sum(r[k]["falls"] for r in runs)
+               for k in ("untrained_eval", "apg_eval", "apg_windows_eval", "ppo_eval")]]
+    for j, values in enumerate(per_seed):
+        axes[1].bar(j, np.mean(values), color=f"C{j + 2}", alpha=0.5)
+        axes[1].plot([j] * len(values), values, "k.")
+        axes[1].annotate(f"{falls[j]}/{len(runs) * draws} falls", (j, np.mean(values)), ha="center",
+                         va="bottom", fontsize=8)
+    axes[1].set_xticks(range(len(names)), names)
+    axes[1].set_ylabel("held-out forward distance in 2 s (m)")
+    finish_figure(fig, axes, f"Quadruped walking on randomized friction and mass: {steps} "
+                             f"simulator steps per trainer, {seeds} seed(s), {draws} "
+                             "held-out draws")
+    return fig
+
+
 def main():
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=None, help="training seeds (default 3; 1 quick)")
     p.add_argument("--updates", type=int, default=None, help="APG updates per seed")
+    p.add_argument("--replot", type=pathlib.Path, default=None,
+                   help="redraw the figure of a result JSON into --out-dir (no runs)")
     args = p.parse_args()
+    if args.replot is not None:
+        import json
+        result = json.loads(args.replot.read_text())
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        figure(result).savefig(args.out_dir / f"{NAME}.png", dpi=110, bbox_inches="tight")
+        return
     seeds = args.seeds or (1 if args.quick else 3)
     updates = args.updates or (QUICK_UPDATES if args.quick else UPDATES)
     draws = QUICK_EVAL_DRAWS if args.quick else EVAL_DRAWS
@@ -239,43 +303,53 @@ def main():
     log(f"open-loop trot: {trot['forward_m_mean']:.3f} ± {trot['forward_m_std']:.3f} m, "
         f"{trot['falls']} falls ({time.perf_counter() - t0:.0f} s, compile included)")
 
+    critic = walk.critic(**CRITIC)
     runs = []
     for seed in range(seeds):
         log(f"seed {seed}")
-        initial, trained, apg = run_apg(walk, policy, seed, updates)
+        initial, trained, apg = run_apg(walk, policy, seed, updates, critic=critic)
+        _, trained_windows, apg_windows = run_apg(walk, policy, seed, updates)
         ppo_params, ppo_run = run_ppo(env, seed, steps, PPO_EPOCHS)
-        run = {"seed": seed, "apg": apg, "ppo": ppo_run,
+        run = {"seed": seed, "apg": apg, "apg_windows": apg_windows, "ppo": ppo_run,
                "untrained_eval": evaluate(walk, initial, mlp, draws),
-               "apg_eval": evaluate(walk, trained, mlp, draws)}
+               "apg_eval": evaluate(walk, trained, mlp, draws),
+               "apg_windows_eval": evaluate(walk, trained_windows, mlp, draws)}
         t0 = time.perf_counter()
         run["ppo_eval"] = evaluate(walk, ppo_params, ppo_act, draws)
-        for name in ("apg_eval", "ppo_eval"):
+        for name in ("apg_eval", "apg_windows_eval", "ppo_eval"):
             e = run[name]
             log(f"  {name}: max tilt {e['max_tilt_deg']:.1f} deg, min torso height "
                 f"{e['min_torso_height_m']:.3f} m, max v_x {e['max_speed_x_m_s']:.2f} m/s, "
                 f"converged {e['converged_fraction']:.3f}, max residual "
                 f"{e['max_residual_m_s']:.3g} m/s")
-        log(f"  held out: untrained {run['untrained_eval']['forward_m_mean']:.3f} m, APG "
-            f"{run['apg_eval']['forward_m_mean']:.3f} m ({run['apg_eval']['falls']} falls), "
-            f"PPO {run['ppo_eval']['forward_m_mean']:.3f} m ({run['ppo_eval']['falls']} "
+        log(f"  held out: untrained {run['untrained_eval']['forward_m_mean']:.3f} m, APG + "
+            f"critic {run['apg_eval']['forward_m_mean']:.3f} m ({run['apg_eval']['falls']} "
+            f"falls), APG windows only {run['apg_windows_eval']['forward_m_mean']:.3f} m "
+            f"({run['apg_windows_eval']['falls']} falls), PPO "
+            f"{run['ppo_eval']['forward_m_mean']:.3f} m ({run['ppo_eval']['falls']} "
             f"falls; eval {time.perf_counter() - t0:.0f} s)")
         runs.append(run)
 
     result = {
         "task": "jaxcontact.control.walk_task (residual on the trot), friction U(0.4, 1.2), "
-                "torso mass 2 kg x U(0.7, 1.3)",
+                f"torso mass 2 kg x U(0.7, 1.3), alive_bonus {ALIVE_BONUS}",
         "dt": DT, "episode_length": EPISODE, "dtype": "float64",
         "solver": "jc.Newton(iterations=30)",
         "apg_settings": {"window": WINDOW, "batch": BATCH, "updates": updates,
-                         "hidden": list(HIDDEN), "adam_lr": LR, "clip": 1.0},
+                         "hidden": list(HIDDEN), "adam_lr": LR, "clip": 1.0,
+                         "critic": {**CRITIC, "hidden": list(CRITIC["hidden"]),
+                                    "adam_lr": 1e-3}},
         "ppo_settings": {**PPO, "num_timesteps": steps, "run_evals": False,
                          "network": "brax default (policy 4 x 32, value 5 x 256, swish)"},
         "simulator_steps_per_trainer": steps, "seeds": seeds, "held_out_draws": draws,
         "open_loop_trot": trot,
         "summary": {"untrained": summary(runs, "untrained_eval"),
-                    "apg": summary(runs, "apg_eval"), "ppo": summary(runs, "ppo_eval"),
+                    "apg": summary(runs, "apg_eval"),
+                    "apg_windows": summary(runs, "apg_windows_eval"),
+                    "ppo": summary(runs, "ppo_eval"),
                     "apg_wall_s": [r["apg"]["wall_s"] for r in runs],
                     "apg_first_update_s": [r["apg"]["first_update_s"] for r in runs],
+                    "apg_windows_wall_s": [r["apg_windows"]["wall_s"] for r in runs],
                     "ppo_wall_s": [r["ppo"]["wall_s"] for r in runs],
                     "ppo_first_log_s": [r["ppo"]["first_log_s"] for r in runs],
                     "ppo_simulator_steps": [r["ppo"]["simulator_steps"] for r in runs]},
@@ -284,35 +358,14 @@ def main():
     }
     s = result["summary"]
     log(f"held out forward distance (mean over seeds): trot {trot['forward_m_mean']:.3f}, "
-        f"untrained {s['untrained']['forward_m_mean_over_seeds']:.3f}, APG "
-        f"{s['apg']['forward_m_mean_over_seeds']:.3f}, PPO "
-        f"{s['ppo']['forward_m_mean_over_seeds']:.3f} m")
+        f"untrained {s['untrained']['forward_m_mean_over_seeds']:.3f}, APG + critic "
+        f"{s['apg']['forward_m_mean_over_seeds']:.3f}, APG windows only "
+        f"{s['apg_windows']['forward_m_mean_over_seeds']:.3f}, PPO "
+        f"{s['ppo']['forward_m_mean_over_seeds']:.3f} m; falls "
+        f"{sum(s['apg']['falls_per_seed'])} / {sum(s['apg_windows']['falls_per_seed'])} / "
+        f"{sum(s['ppo']['falls_per_seed'])} of {seeds * draws}")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    for i, run in enumerate(runs):
-        a, b = run["apg"]["curve"], run["ppo"]["curve"]
-        axes[0].plot([c["steps"] for c in a], [c["reward_per_step"] for c in a], "C0",
-                     alpha=0.7, label="APG (training windows)" if i == 0 else None)
-        axes[0].plot([c["steps"] for c in b], [c["reward_per_step"] for c in b], "C1o-",
-                     alpha=0.7, label="PPO (training episodes, rolling mean)" if i == 0 else None)
-    axes[0].set_xlabel("simulator steps (training)")
-    axes[0].set_ylabel("reward per step")
-    axes[0].legend(fontsize=8)
-    names = ["open-loop trot", "untrained", "APG", "PPO"]
-    per_seed = [[trot["forward_m_mean"]] * len(runs),
-                *[[r[k]["forward_m_mean"] for r in runs]
-                  for k in ("untrained_eval", "apg_eval", "ppo_eval")]]
-    for j, values in enumerate(per_seed):
-        axes[1].bar(j, np.mean(values), color=f"C{j + 2}", alpha=0.5)
-        axes[1].plot([j] * len(values), values, "k.")
-    axes[1].set_xticks(range(len(names)), names)
-    axes[1].set_ylabel("held-out forward distance in 2 s (m)")
-    finish_figure(fig, axes, f"Quadruped walking on randomized friction and mass: {steps} "
-                             f"simulator steps per trainer, {seeds} seed(s), {draws} "
-                             "held-out draws")
+    fig = figure(result)
     save(NAME, result, fig, args.out_dir)
     log(f"total {result['total_wall_s']:.0f} s")
 

@@ -4,7 +4,8 @@
 - `MLPPolicy`: a flax network from observations (`jc.observe`) to a `jc.Control`.
 - `train`: analytic policy gradients through the simulator (truncated windows, batched
   environments, resets inside the jitted loop, optax, a progress bar, JSON log and curve);
-  `evaluate`: the mean return of whole episodes.
+  `evaluate`: the mean return of whole episodes. `Critic`: a learned value closing each
+  window (short-horizon actor-critic, for tasks whose episodes end early).
 - `push_task`, `pusher_task`, `walk_task`: ready-made tasks (a ball pushed to a target; a
   box pushed to a random target by a ball; the legged robot walking on randomized
   friction and mass), for examples, tests and experiments.
@@ -13,9 +14,10 @@
 """
 
 from jaxcontact.control.apg import TrainResult, evaluate, train
+from jaxcontact.control.critic import Critic
 from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
 from jaxcontact.control.tasks import push_task, pusher_task, walk_task
 
-__all__ = ["MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task", "train",
+__all__ = ["Critic", "MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task", "train",
            "walk_task"]

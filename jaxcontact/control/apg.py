@@ -32,7 +32,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxcontact.control import critic as critic_lib
 from jaxcontact.control import report
+from jaxcontact.control.critic import Critic
 from jaxcontact.control.task import Task
 from jaxcontact.math import tree_finite
 from jaxcontact.step import policy_control, step
@@ -46,19 +48,24 @@ class TrainResult:
     Attributes:
       params: the trained policy parameters.
       history: one dict per update: `reward` (mean reward per step of the window, over the
-        batch), `grad_norm` (before clipping), `converged` (fraction of steps whose solve
+        batch), `objective` (what the update ascends: `reward`, or with a critic the
+        discounted rewards and end values per step), `grad_norm` (before clipping), `converged` (fraction of steps whose solve
         converged), `max_residual`, `episode_return` (mean return of the episodes that ended
         in the window; NaN if none did), `episodes` (how many ended), `seconds` (wall time
-        since the start, compilation included).
+        since the start, compilation included); with a critic also `critic_loss` (its
+        last fit's mean squared error) and `value` (mean V of the window's end states).
       first_update_seconds: wall time of the first update, its compilation included (unless
         a run of the same task, policy and settings compiled it before: then it is cached).
       opt_state: the optimizer's state at the end (to continue training).
+      critic_state: with a critic, its (parameters, optimizer state) at the end (to continue
+        training, or to read the learned values); else None.
     """
 
     params: Any
     history: list
     first_update_seconds: float
     opt_state: Any = None
+    critic_state: Any = None
 
 
 def _check_int(name, value, low=1):
@@ -80,11 +87,14 @@ def _start(task, scene, keys):
     return jax.vmap(lambda k: task.initial(scene, k))(keys)
 
 
-def _window(task, scene, policy, params, carry, window, stochastic):
+def _window(task, scene, policy, params, carry, window, stochastic, critic=None,
+            critic_params=None):
     """Run `window` steps of every environment under the policy.
 
     carry: (models, states, t (B,) steps into the episode, returns (B,) the episode's return
-    so far, key). Returns (new carry, per-step metrics with leading axes (window, B))."""
+    so far, key). Returns (new carry, per-step metrics with leading axes (window, B)); with
+    a `critic`, also V of each step's end state (before a restart, V's parameters fixed)
+    and the critic's observation of each step's start state."""
     batch = carry[2].shape[0]
 
     def env_step(model, state, t, ret, key):
@@ -96,14 +106,19 @@ def _window(task, scene, policy, params, carry, window, stochastic):
         finite_control = tree_finite(control)
         ret = ret + reward
         t = t + 1
-        ended = t >= task.episode_length
+        terminated = jnp.zeros((), bool)
         if task.done is not None:
-            ended = ended | jnp.asarray(task.done(model, new), bool)
-        fresh_model, fresh_state = task.initial(scene, key_reset)
-        model, new = _select(ended, (fresh_model, fresh_state), (model, new))
+            terminated = jnp.asarray(task.done(model, new), bool)
+        ended = (t >= task.episode_length) | terminated
         out = {"reward": reward, "converged": info.converged,
                "residual": info.residual, "nonfinite": info.result == Result.NONFINITE,
-               "finite_control": finite_control, "ended": ended, "episode_return": ret}
+               "finite_control": finite_control, "ended": ended, "terminated": terminated,
+               "episode_return": ret}
+        if critic is not None:
+            out["next_value"] = critic.value(jax.lax.stop_gradient(critic_params), new)
+            out["observation"] = jax.lax.stop_gradient(critic.observation(state))
+        fresh_model, fresh_state = task.initial(scene, key_reset)
+        model, new = _select(ended, (fresh_model, fresh_state), (model, new))
         return model, new, jnp.where(ended, 0, t), jnp.where(ended, 0.0, ret), out
 
     def body(c, _):
@@ -125,28 +140,37 @@ def _clipped(optimizer, clip):
     return optax.chain(optax.clip_by_global_norm(clip), optimizer)
 
 
-def _loss(params, scene, carry, task, policy, window, stochastic):
+def _loss(params, scene, carry, task, policy, window, stochastic, critic, critic_params):
+    """Minus the window's objective: the mean reward per step, or with a critic the
+    discounted rewards and end values (`critic.window_objective`) per step of the window."""
     carry = jax.lax.stop_gradient(carry)   # truncation: no gradient into earlier windows
-    carry, out = _window(task, scene, policy, params, carry, window, stochastic)
-    return -jnp.mean(out["reward"]), (carry, out)
+    carry, out = _window(task, scene, policy, params, carry, window, stochastic, critic,
+                         critic_params)
+    if critic is None:
+        return -jnp.mean(out["reward"]), (carry, out)
+    objective = critic_lib.window_objective(out["reward"], out["next_value"], out["ended"],
+                                            out["terminated"], critic.discount)
+    return -jnp.mean(objective) / window, (carry, out)
 
 
 # one compiled program per task's functions, policy and settings: a second run of the same
 # task (another key, other initial parameters) reuses it
 @partial(jax.jit, static_argnames=("task", "policy", "window", "stochastic", "optimizer",
-                                   "clip"))
-def _update(scene, params, opt_state, carry, *, task, policy, window, stochastic, optimizer,
-            clip):
-    """One update: a window of every environment, the gradient of its mean reward, one
-    optimizer step. Returns (params, opt_state, carry, metrics)."""
+                                   "clip", "critic"))
+def _update(scene, params, opt_state, carry, critic_state, *, task, policy, window, stochastic,
+            optimizer, clip, critic):
+    """One update: a window of every environment, the gradient of its objective, one
+    optimizer step (and with a critic, its fit to the window's TD(λ) targets). Returns
+    (params, opt_state, carry, critic_state, metrics)."""
+    critic_params = None if critic is None else critic_state[0]
     (value, (carry, out)), grads = jax.value_and_grad(_loss, has_aux=True)(
-        params, scene, carry, task, policy, window, stochastic)
+        params, scene, carry, task, policy, window, stochastic, critic, critic_params)
     norm = optax.tree.norm(grads)
     changes, opt_state = _clipped(optimizer, clip).update(grads, opt_state, params)
     ended = out["ended"]
     count = jnp.sum(ended)
     metrics = {
-        "reward": -value, "grad_norm": norm,
+        "reward": jnp.mean(out["reward"]), "objective": -value, "grad_norm": norm,
         "converged": jnp.mean(out["converged"]),
         "max_residual": jnp.max(out["residual"]),
         "episode_return": jnp.where(count > 0, jnp.sum(
@@ -160,13 +184,24 @@ def _update(scene, params, opt_state, carry, *, task, policy, window, stochastic
     # a failed update leaves the parameters as they were (the caller stops)
     params = jax.tree.map(lambda new, old: jnp.where(ok, new, old),
                           optax.apply_updates(params, changes), params)
-    return params, opt_state, carry, metrics
+    if critic is not None:
+        targets = critic_lib.td_lambda_targets(out["reward"], out["next_value"], out["ended"],
+                                               out["terminated"], critic.discount, critic.lam)
+        obs = out["observation"]
+        critic_params, critic_opt, critic_loss = critic_lib.fit(
+            critic, critic_params, critic_state[1], jnp.reshape(obs, (-1, obs.shape[-1])),
+            jnp.reshape(targets, (-1,)))
+        critic_state = (critic_params, critic_opt)
+        metrics["critic_loss"] = critic_loss
+        metrics["value"] = jnp.mean(out["next_value"])
+    return params, opt_state, carry, critic_state, metrics
 
 
 def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 32,
           window: int | None = None, optimizer=None, clip: float | None = 1.0,
-          stochastic: bool = False, opt_state=None, log: str | None = None,
-          plot: str | None = None, progress: bool = True) -> TrainResult:
+          stochastic: bool = False, opt_state=None, critic: Critic | None = None,
+          critic_state=None, log: str | None = None, plot: str | None = None,
+          progress: bool = True) -> TrainResult:
     """Train `policy` on `task` by analytic policy gradients (module docstring).
 
     Args:
@@ -188,6 +223,12 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
       opt_state: the optimizer state to continue from (`TrainResult.opt_state` of an
         earlier run with the same optimizer and clip, to train on in chunks); default: a
         fresh one. The environments always start new episodes.
+      critic: a `jaxcontact.control.Critic`: close each window with a learned value and
+        train it alongside (`jaxcontact.control.critic`; for tasks whose episodes end early
+        by `done`, where windows alone learn to throw the future away); None: ascend the
+        window's mean reward.
+      critic_state: the critic's (parameters, optimizer state) to continue from
+        (`TrainResult.critic_state`); default: fresh ones drawn from `key`.
       log: write the run (settings, history, timings) as JSON to this path.
       plot: write the learning curve (PNG, needs matplotlib) to this path.
       progress: show a progress bar on standard error.
@@ -218,31 +259,42 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}")
 
+    if critic is not None and not isinstance(critic, Critic):
+        raise ValueError(f"critic must be a jaxcontact.control.Critic or None, got {critic!r}")
+    if critic is None and critic_state is not None:
+        raise ValueError("critic_state was given without a critic")
+
     rules, scene = task.rules(), (task.model, task.state)
     key, start = jax.random.split(key)
+    if critic is not None and critic_state is None:
+        key, init = jax.random.split(key)
+        critic_state = critic.init(init, task.state)
     models, states = _start(rules, scene, jax.random.split(start, batch))
     zeros = jnp.zeros((batch,), jnp.int32)
     carry = (models, states, zeros, jnp.zeros((batch,), states.pos.dtype), key)
     if opt_state is None:
         opt_state = _clipped(optimizer, clip).init(params)
     statics = dict(task=rules, policy=policy, window=window, stochastic=stochastic,
-                   optimizer=optimizer, clip=clip)
+                   optimizer=optimizer, clip=clip, critic=critic)
     t0 = time.perf_counter()
     bar = report.Progress(updates, enabled=progress)
     first_update_seconds = math.nan
     history = []
     settings = {"updates": updates, "batch": batch, "window": window, "clip": clip,
                 "episode_length": task.episode_length, "stochastic": stochastic}
+    if critic is not None:
+        settings["critic"] = {"hidden": list(critic.hidden), "discount": critic.discount,
+                              "lam": critic.lam, "iterations": critic.iterations}
     try:
         for k in range(updates):
-            params, opt_state, carry, metrics = _update(scene, params, opt_state, carry,
-                                                        **statics)
+            params, opt_state, carry, critic_state, metrics = _update(
+                scene, params, opt_state, carry, critic_state, **statics)
             row = {name: float(v) for name, v in metrics.items()}
             row["seconds"] = time.perf_counter() - t0
             history.append(row)
             if k == 0:
                 first_update_seconds = row["seconds"]
-            if not (math.isfinite(row["reward"]) and math.isfinite(row["grad_norm"])):
+            if not (math.isfinite(row["objective"]) and math.isfinite(row["grad_norm"])):
                 # NaN actions are bad input from the policy; anything else is the run's
                 error = ValueError if row["nonfinite_controls"] else FloatingPointError
                 raise error(_failure(k, row, window, batch))
@@ -254,11 +306,11 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
         if plot is not None and history:
             report.plot_curve(plot, history)
     return TrainResult(params=params, history=history, first_update_seconds=first_update_seconds,
-                       opt_state=opt_state)
+                       opt_state=opt_state, critic_state=critic_state)
 
 
 def _failure(k, row, window, batch):
-    what = "loss" if not math.isfinite(row["reward"]) else "gradient"
+    what = "loss" if not math.isfinite(row["objective"]) else "gradient"
     parts = [f"the {what} became non-finite at update {k} (window of {window} steps x "
              f"{batch} environments)"]
     if row["nonfinite_controls"]:

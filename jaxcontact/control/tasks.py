@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcontact.control.critic import Critic
 from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
 from jaxcontact.domain import randomizer
@@ -54,6 +55,14 @@ class Bundle(NamedTuple):
         return MLPPolicy(observe=lambda state: self.observe(model, state),
                          act=lambda action, state: self.act(model, state, action),
                          action_size=self.action_size, hidden=hidden, **options)
+
+    def critic(self, hidden=(64, 64), **options) -> Critic:
+        """A `Critic` (for `jaxcontact.control.train(..., critic=)`) on this task's
+        observation of the nominal model. `options`: `Critic`'s other fields (`discount`,
+        `lam`, `iterations`, `optimizer`, `activation`)."""
+        model = self.task.model
+        return Critic(observe=lambda state: self.observe(model, state), hidden=hidden,
+                      **options)
 
 
 def _horizontal_push(state, body, action, max_force) -> Control:
@@ -234,7 +243,7 @@ def pusher_task(*, target_low=(0.2, -0.25), target_high=(0.6, 0.25), box_half=(0
 
 def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True,
               amplitude=0.3, frequency=2.0, action_cost=0.02, tilt_cost=5.0,
-              max_tilt_deg=60.0, dt=0.02, episode_length=100, solver=None,
+              alive_bonus=0.0, max_tilt_deg=60.0, dt=0.02, episode_length=100, solver=None,
               dtype=None) -> Bundle:
     """The quadruped of `jc.scenes.legged_robot` walks forward (+x) on randomized friction
     and torso mass.
@@ -254,10 +263,11 @@ def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True
       rad/s) in the torso frame, the 8 hinge angles (rad, from the links' relative
       orientations) and their rates (8, ×0.1, rad/s), and the phase clock (sin 2π f t,
       cos 2π f t): a memoryless network can keep a rhythm.
-    - reward: v_x - action_cost · mean(a²) - tilt_cost · (1 - u_z), with v_x the torso's
-      forward velocity after the step (m/s) and u_z the z component of the torso's up axis
-      (0 upright, 1 on its side). The return of an episode is its forward distance over dt,
-      less the penalties.
+    - reward: v_x - action_cost · mean(a²) - tilt_cost · (1 - u_z) + alive_bonus, with v_x
+      the torso's forward velocity after the step (m/s) and u_z the z component of the
+      torso's up axis (1 upright, 0 on its side). The return of an episode is its forward
+      distance over dt, less the penalties, plus the bonus for each step it lasted: with
+      a `Critic`, a bonus larger than the penalties makes falling cost the future.
     - done: the torso tilts past `max_tilt_deg` or drops below half its start height.
 
     Args:
@@ -267,6 +277,7 @@ def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True
       amplitude: target angle at action ±1, rad (> 0).
       frequency: the trot's and the phase clock's frequency, Hz (> 0).
       action_cost, tilt_cost: weights of the penalties (>= 0).
+      alive_bonus: reward per step the episode lasts (>= 0).
       max_tilt_deg: tilt that ends an episode, degrees in (0, 180].
       dt: time step, s.
       episode_length: steps per episode.
@@ -277,12 +288,6 @@ def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True
     Returns:
       a `Bundle` (task, observe, act, action_size = 8).
     """
-    import math
-
-    import numpy as np
-
-    from jaxcontact.math import quat_mul, quat_rotate, quat_rotate_inverse, safe_atan2
-
     f_low, f_high = (float(v) for v in friction_range)
     if not 0.0 <= f_low <= f_high:
         raise ValueError(f"friction_range must be (low, high) with 0 <= low <= high, got "
@@ -294,7 +299,8 @@ def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True
     for name, value, positive in (("amplitude", amplitude, True),
                                   ("frequency", frequency, True),
                                   ("action_cost", action_cost, False),
-                                  ("tilt_cost", tilt_cost, False)):
+                                  ("tilt_cost", tilt_cost, False),
+                                  ("alive_bonus", alive_bonus, False)):
         if not (value > 0 if positive else value >= 0):
             raise ValueError(f"{name} must be {'>' if positive else '>='} 0, got {value!r}")
     if not 0.0 < max_tilt_deg <= 180.0:
@@ -355,7 +361,7 @@ def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True
     def reward(model, state, control, next_state):
         action = (control.motor - base(state)) / amplitude
         return (next_state.vel[torso, 0] - action_cost * jnp.mean(jnp.square(action))
-                - tilt_cost * (1.0 - up_z(next_state)))
+                - tilt_cost * (1.0 - up_z(next_state)) + alive_bonus)
 
     def done(model, state):
         return (up_z(state) < min_up) | (state.pos[torso, 2] < 0.5 * start_height)
