@@ -177,8 +177,9 @@ def _finish(term, model, state, bodies, particles, params, shared, used):
 
     params = {**params, "used": used}
     params["gap_start"] = jnp.where(used, jax.vmap(at_start)(start, params), FAR)
+    live = used if used.ndim == 1 else jnp.any(used, axis=1)
     return terms.Elements(bodies=bodies, particles=particles, start=start, params=params,
-                          shared=shared)
+                          shared=shared, live=live)
 
 
 def _body_geometry(model, body, shape, suffix=""):
