@@ -12,7 +12,10 @@ not finish within `--timeout` s is recorded as such instead of blocking the othe
   ball_chain_10, ball_chain_40  N boxes (0.05 x 0.02 x 0.02 m, 0.1 kg) end to end, joined by
                                 ball joints (first to the world), colliding with the ground and
                                 with each other (joined neighbours excluded), float64, 100 steps
-  pile_100                      `scenes.sphere_pile(100)`, float64, 100 steps
+                                (0.2 s: the chain swings down and touches nothing yet)
+  ball_chain_10_1s, _40_1s      the same for 500 steps (1 s): the chain hits the ground and
+                                folds onto itself
+  pile_100, pile_400            `scenes.sphere_pile(N)`, float64, 100 steps
 
 Every scene is built with `scene.build()` defaults (solver, broad phase), except the dtype.
 Per case: compile_s (lower + compile of the jitted rollout), ms_per_step (best wall time of
@@ -38,7 +41,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import log, provenance, write_results  # noqa: E402
 
 CASES = ("box_drop_b1", "box_drop_b1024", "s1_chain_10", "s1_chain_40", "ball_chain_10",
-         "ball_chain_40", "pile_100")
+         "ball_chain_40", "ball_chain_10_1s", "ball_chain_40_1s", "pile_100", "pile_400")
 
 
 def _box_drop(jc, jax, jnp, batch):
@@ -103,15 +106,17 @@ def worker(case):
         batch = int(case.split("_b")[1])
     else:
         batch = 1
+        steps = 100
         if case.startswith("s1_chain"):
             scene = scenes.spring_chain(int(case.rsplit("_", 1)[1]))
         elif case.startswith("ball_chain"):
-            scene = _ball_chain(jc, int(case.rsplit("_", 1)[1]))
-        elif case == "pile_100":
-            scene = scenes.sphere_pile(100)
+            scene = _ball_chain(jc, int(case.split("_")[2]))
+            steps = 500 if case.endswith("_1s") else 100
+        elif case.startswith("pile_"):
+            scene = scenes.sphere_pile(int(case.split("_")[1]))
         else:
             raise SystemExit(f"unknown case {case!r}")
-        run, arg, steps, sanity = _scene_case(jc, jax, jnp, scene, 100)
+        run, arg, steps, sanity = _scene_case(jc, jax, jnp, scene, steps)
     start = time.perf_counter()
     compiled = jax.jit(run).lower(arg).compile()
     compile_s = time.perf_counter() - start

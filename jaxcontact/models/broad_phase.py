@@ -46,14 +46,18 @@ class BroadPhase:
         pile needs more. Overflow is reported when it is too small.
       margin: distance (m) added to every bounding sphere, on top of the motion of the step
         (|v| Δt + |ω| r Δt + |g| Δt²).
-      max_all_pairs: the "auto" threshold.
+      max_all_pairs: the "auto" threshold. Up to 32 pairs the sweep's slots would all be
+        evaluated anyway (`terms._each` skips empty slots in chunks of 16, and only from
+        32 slots on), so brute force costs as much and needs no sweep. Above, skipping
+        empty slots pays: a chain of 10 boxes (36 pairs) stepped in 24 ms with all pairs
+        and in 2.4 ms with the sweep (design note 23).
     """
 
     mode: str = "auto"
     capacity: int | None = None
     window: int = 24
     margin: float = 0.01
-    max_all_pairs: int = 128
+    max_all_pairs: int = 32
 
     def __post_init__(self):
         if self.mode not in MODES:
