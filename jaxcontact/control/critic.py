@@ -34,20 +34,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxcontact.control.policies import MLP, check_hidden, observation
 from jaxcontact.types import State
 
 DEFAULT_OPTIMIZER = optax.adam(1e-3)   # one object: runs with the default share programs
-
-
-class _ValueMLP(nn.Module):
-    hidden: tuple
-    activation: Callable
-
-    @nn.compact
-    def __call__(self, x):
-        for width in self.hidden:
-            x = self.activation(nn.Dense(width)(x))
-        return nn.Dense(1)(x)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +68,7 @@ class Critic:
         for name in ("observe", "activation"):
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be a function, got {getattr(self, name)!r}")
-        hidden = tuple(self.hidden)
-        if not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) and w >= 1
-                   for w in hidden):
-            raise ValueError(f"hidden must be a sequence of ints >= 1, got {self.hidden!r}")
-        object.__setattr__(self, "hidden", hidden)
+        object.__setattr__(self, "hidden", check_hidden(self.hidden))
         for name, low_open in (("discount", True), ("lam", False)):
             value = getattr(self, name)
             ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -99,13 +85,10 @@ class Critic:
 
     @property
     def network(self) -> nn.Module:
-        return _ValueMLP(self.hidden, self.activation)
+        return MLP(self.hidden, 1, self.activation, 1.0)
 
     def observation(self, state):
-        obs = jnp.asarray(self.observe(state))
-        if obs.ndim != 1:
-            raise ValueError(f"observe must return a 1-D array, got shape {obs.shape}")
-        return obs
+        return observation(self.observe, state)
 
     def init(self, key, state: State):
         """(parameters, optimizer state) for observations of `state`'s shape."""
@@ -114,10 +97,11 @@ class Critic:
 
     def value(self, params, state: State):
         """V(state), a scalar."""
-        return self.network.apply(params, self.observation(state))
+        return self.value_of_observation(params, self.observation(state))
 
     def value_of_observation(self, params, obs):
-        return self.network.apply(params, obs)
+        """V of an observation (k,), a scalar."""
+        return self.network.apply(params, obs)[0]
 
 
 def discounts(ended, discount):

@@ -30,7 +30,28 @@ import jax.numpy as jnp
 from jaxcontact.types import Control, State
 
 
-class _MLP(nn.Module):
+def check_hidden(hidden) -> tuple:
+    """`hidden` as a tuple of layer widths (ints >= 1), or a ValueError naming it."""
+    widths = tuple(hidden)
+    if not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) and w >= 1
+               for w in widths):
+        raise ValueError(f"hidden must be a sequence of ints >= 1, got {hidden!r}")
+    return widths
+
+
+def observation(observe, state):
+    """observe(state) as an array, checked to be 1-D (a network's input)."""
+    obs = jnp.asarray(observe(state))
+    if obs.ndim != 1:
+        raise ValueError(f"observe must return a 1-D array, got shape {obs.shape}")
+    return obs
+
+
+class MLP(nn.Module):
+    """Dense layers with `activation` between them, then a linear layer of `out` units whose
+    initial weights have variance `output_scale` / fan-in (1: flax's default)."""
+
+
     hidden: tuple
     out: int
     activation: Callable
@@ -78,11 +99,7 @@ class MLPPolicy:
         size = self.action_size
         if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
             raise ValueError(f"action_size must be an int >= 1, got {size!r}")
-        hidden = tuple(self.hidden)
-        if not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) and w >= 1
-                   for w in hidden):
-            raise ValueError(f"hidden must be a sequence of ints >= 1, got {self.hidden!r}")
-        object.__setattr__(self, "hidden", hidden)
+        object.__setattr__(self, "hidden", check_hidden(self.hidden))
         noise = self.noise
         if isinstance(noise, bool) or not isinstance(noise, numbers.Real) or not noise >= 0:
             raise ValueError(f"noise must be a number >= 0, got {noise!r}")
@@ -92,13 +109,10 @@ class MLPPolicy:
 
     @property
     def network(self) -> nn.Module:
-        return _MLP(self.hidden, self.action_size, self.activation, self.output_scale)
+        return MLP(self.hidden, self.action_size, self.activation, self.output_scale)
 
     def _observation(self, state):
-        obs = jnp.asarray(self.observe(state))
-        if obs.ndim != 1:
-            raise ValueError(f"observe must return a 1-D array, got shape {obs.shape}")
-        return obs
+        return observation(self.observe, state)
 
     def init(self, key, state: State):
         """Parameters for observations of `state`'s shape (flax variables)."""
