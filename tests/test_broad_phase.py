@@ -121,10 +121,9 @@ def test_bad_broad_phase_raises(kwargs, name):
         jc.BroadPhase(**kwargs)
 
 
-def test_dead_broad_phase_slots_are_skipped_exactly(monkeypatch):
-    # the energy kernels run in chunks of broad-phase slots and skip the chunks without a
-    # filled slot (`terms._each`): the gradient, the merit and the Jacobian equal an
-    # evaluation of every slot, one scene and a batch (where the skip is a select)
+def _dead_slot_outputs(batched):
+    """The gradient, its noise, the local Jacobians and the merit at two velocities of a row
+    of 12 spheres (sweep: 66 slots, some filled), one scene or a batch of the two."""
     scene = jc.Scene(dt=0.002)
     scene.add_plane()
     for k in range(12):     # touching pairs at one end of a row, far apart at the other
@@ -132,26 +131,32 @@ def test_dead_broad_phase_slots_are_skipped_exactly(monkeypatch):
     model, state = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode="sweep"))
     control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
     ctx = terms.prepare(model, state, control)
-    chunked = [el.live for t, el in zip(model.terms, ctx.elements)
+    chunked = [el.live for el in ctx.elements
                if el.live is not None and el.live.shape[0] >= 2 * terms._CHUNK]
-    assert chunked, "no term is long enough to be chunked"
-    chunks = [np.asarray(jnp.any(jnp.pad(live, (0, -live.shape[0] % terms._CHUNK))
-                                 .reshape(-1, terms._CHUNK), axis=1)) for live in chunked]
-    assert any(c.any() for c in chunks) and any((~c).any() for c in chunks), chunks
     rng = np.random.default_rng(0)
     u = terms.free_flight((model, ctx))
     points = u[None] + jnp.asarray(rng.normal(0.0, 0.3, size=(2,) + u.shape))
 
-    def evaluate(points):
-        def one(v):
-            args = (model, ctx)
-            g, noise = terms.gradient_noise(v, args)
-            jac = terms.linearize(v, args)[1]
-            return g, noise, jac.local, terms.merit(v, v, args)
-        return jax.jit(lambda p: (one(p[0]), jax.vmap(one)(p)))(points)
+    def one(v):
+        args = (model, ctx)
+        g, noise = terms.gradient_noise(v, args)
+        return g, noise, terms.linearize(v, args)[1].local, terms.merit(v, v, args)
 
-    skipped = evaluate(points)
+    return chunked, jax.jit(jax.vmap(one) if batched else lambda p: one(p[0]))(points)
+
+
+@pytest.mark.parametrize("batched", [
+    False, pytest.param(True, marks=pytest.mark.slow)])  # batched: the skip is a select
+def test_dead_broad_phase_slots_are_skipped_exactly(batched, monkeypatch):
+    # the energy kernels run in chunks of broad-phase slots and skip the chunks without a
+    # filled slot (`terms._each`): the gradient, the merit and the Jacobian equal an
+    # evaluation of every slot
+    chunked, skipped = _dead_slot_outputs(batched)
+    assert chunked, "no term is long enough to be chunked"
+    chunks = [np.asarray(jnp.any(jnp.pad(live, (0, -live.shape[0] % terms._CHUNK))
+                                 .reshape(-1, terms._CHUNK), axis=1)) for live in chunked]
+    assert any(c.any() for c in chunks) and any((~c).any() for c in chunks), chunks
     monkeypatch.setattr(terms, "_CHUNK", 10**9)      # every slot evaluated
-    every = evaluate(points)
+    _, every = _dead_slot_outputs(batched)
     for got, want in zip(jax.tree.leaves(skipped), jax.tree.leaves(every)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-13)
