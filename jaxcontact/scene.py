@@ -177,7 +177,7 @@ def _as_float(x, dtype):
 
 
 def _rotation(quat):
-    return np.asarray(quat_to_mat(jnp.asarray(quat, jnp.float64)))
+    return np.asarray(quat_to_mat(np.asarray(quat, np.float64)))
 
 
 class Scene:
