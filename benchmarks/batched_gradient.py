@@ -26,7 +26,8 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import best_of_interleaved, log, provenance, timed_compile, write_results  # noqa: E402
+from _common import (best_of_interleaved, log, provenance, timed_compile,  # noqa: E402
+                     write_results)
 from throughput import box_drop_scene, initial_states  # noqa: E402
 
 

@@ -257,8 +257,8 @@ def figure(result):
     for j, values in enumerate(per_seed):
         axes[1].bar(j, np.mean(values), color=f"C{j + 2}", alpha=0.5)
         axes[1].plot([j] * len(values), values, "k.")
-        axes[1].annotate(f"{falls[j]}/{len(runs) * draws} falls", (j, np.mean(values)), ha="center",
-                         va="bottom", fontsize=8)
+        axes[1].annotate(f"{falls[j]}/{len(runs) * draws} falls", (j, np.mean(values)),
+                         ha="center", va="bottom", fontsize=8)
     axes[1].set_xticks(range(len(names)), names)
     axes[1].set_ylabel("held-out forward distance in 2 s (m)")
     finish_figure(fig, axes, f"Quadruped walking on randomized friction and mass: {steps} "

@@ -19,5 +19,5 @@ from jaxcontact.control.policies import MLPPolicy
 from jaxcontact.control.task import Task
 from jaxcontact.control.tasks import push_task, pusher_task, walk_task
 
-__all__ = ["Critic", "MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task", "train",
-           "walk_task"]
+__all__ = ["Critic", "MLPPolicy", "Task", "TrainResult", "evaluate", "push_task", "pusher_task",
+           "train", "walk_task"]

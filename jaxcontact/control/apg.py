@@ -49,8 +49,8 @@ class TrainResult:
       params: the trained policy parameters.
       history: one dict per update: `reward` (mean reward per step of the window, over the
         batch), `objective` (what the update ascends: `reward`, or with a critic the
-        discounted rewards and end values per step), `grad_norm` (before clipping), `converged` (fraction of steps whose solve
-        converged), `max_residual`, `episode_return` (mean return of the episodes that ended
+        discounted rewards and end values per step), `grad_norm` (before clipping),
+        `converged` (fraction of steps whose solve converged), `max_residual`, `episode_return` (mean return of the episodes that ended
         in the window; NaN if none did), `episodes` (how many ended), `seconds` (wall time
         since the start, compilation included); with a critic also `critic_loss` (its
         last fit's mean squared error) and `value` (mean V of the window's end states).

@@ -51,7 +51,6 @@ class MLP(nn.Module):
     """Dense layers with `activation` between them, then a linear layer of `out` units whose
     initial weights have variance `output_scale` / fan-in (1: flax's default)."""
 
-
     hidden: tuple
     out: int
     activation: Callable

@@ -166,8 +166,9 @@ def _shared(model, extra=None):
     return {**out, **(extra or {})}
 
 
-def _finish(term, model, state, bodies, particles, params, shared, used):
-    """Elements with start poses and the gaps at the start of the step."""
+def _finish(term, model, state, bodies, particles, params, shared, used, slots=False):
+    """Elements with start poses and the gaps at the start of the step; with `slots` (the
+    elements are broad-phase slots, which may be empty) also which elements live."""
     start = dofs.gather_start(state, bodies, particles)
     d = dofs.local_size(term.n_bodies, term.n_particles)
 
@@ -177,7 +178,9 @@ def _finish(term, model, state, bodies, particles, params, shared, used):
 
     params = {**params, "used": used}
     params["gap_start"] = jnp.where(used, jax.vmap(at_start)(start, params), FAR)
-    live = used if used.ndim == 1 else jnp.any(used, axis=1)
+    # only broad-phase slots can be empty: static elements always exist, and chunking them
+    # would only add a loop
+    live = jnp.any(used, axis=1) if slots else None
     return terms.Elements(bodies=bodies, particles=particles, start=start, params=params,
                           shared=shared, live=live)
 
@@ -438,7 +441,7 @@ class ParticleBody(ContactTerm):
                               _surface(model.geom, jnp.maximum(body, 0)))}
         body = jnp.where(used, body, -1)
         return _finish(self, model, state, body[:, None], particle[:, None], params,
-                       _shared(model), used[:, None])
+                       _shared(model), used[:, None], slots=not self.pairs)
 
 
 def pair_terms(shape_a, shape_b):
@@ -561,7 +564,7 @@ class BodyPair(ContactTerm):
         rows_used = jnp.concatenate(masks, axis=1) & used[:, None]
         bodies = jnp.stack([jnp.where(used, a, -1), jnp.where(used, b, -1)], axis=1)
         return _finish(self, model, state, bodies, jnp.zeros((a.shape[0], 0), jnp.int32),
-                       params, _shared(model), rows_used)
+                       params, _shared(model), rows_used, slots=not self.pairs)
 
     def _edge_pairings(self, state, params, a, b):
         """`geometry.edge_pairing` of every element at the start of the step."""
