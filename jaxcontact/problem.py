@@ -11,6 +11,8 @@ imports the other, and `step.py` hands one to the other. All are pytrees, so the
   products, its block diagonal and (for small systems) its dense form come from that.
 - `RowBlock`: one group of constraint rows of a term (errors, local Jacobians, stiffnesses,
   curvatures, a kind), what Dual projects and Descent's preconditioner sums.
+- `RowModel`: Φ(·; ū) near u with every row's error linearized and its law kept whole,
+  what Newton's lag phase minimizes (design note 24).
 - `Problem`: the global functions of one step's problem.
 """
 
@@ -230,6 +232,96 @@ class RowBlock:
         return out[:, :n]
 
 
+@struct.dataclass
+class RowModel:
+    """Φ(u + δ; ū) - Φ(u; ū) with every row error linearized at u and its law kept whole:
+
+        m(δ) = bᵀδ + ½ δᵀAδ + Σ_rows [ψ(e₀ + G δ) - ψ(e₀)]
+
+    b, A: the gradient and the (lag-held) Hessian at u of everything that is not a row law:
+    the inertia M, the terms linear in u, energy terms. e₀, G: each row group's errors at u and
+    their Jacobians with the lag ū held. m agrees with Φ(·; ū) to first order at δ = 0, and,
+    since the row laws are convex in the errors (unilateral, bilateral, the friction disc,
+    the smoothed normal laws), it is convex wherever A is. A contact that is not touching at
+    u but would be after δ is in m through its linearized gap, where the Hessian of Φ at u
+    has none of its curvature (design notes 16d, 24). For a held lag the friction and damping
+    rows are linear in u: only the gaps are approximated.
+
+    Attributes:
+      gradient: (n,) b.
+      base:     `Jacobian` A (the mass, plus energy terms' local Hessians).
+      groups:   tuple of `terms.RowGroup`, leading axis E (errors e₀).
+      jacs:     per group, local G (E, c, d) or (E, c, 2, d); after `dense()`, (R, n).
+      index:    per group (E, d) DOF indices (n = dropped); None after `dense()`.
+      base_dense: A as an (n, n) matrix after `dense()`, else None.
+    """
+
+    gradient: Array
+    base: "Jacobian"
+    groups: tuple
+    jacs: tuple
+    index: tuple | None
+    base_dense: Array | None = None
+
+    def dense(self) -> "RowModel":
+        """The same model with A and every G assembled dense (for small systems: each
+        evaluation is then a matrix product, not a gather and scatter)."""
+        if self.index is None:
+            return self
+        n = self.gradient.shape[0]
+        jacs = []
+        for jac, idx in zip(self.jacs, self.index):
+            flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
+            e, r, d = flat.shape
+            columns = jnp.broadcast_to(idx[:, None, :], (e, r, d))
+            rows = jnp.broadcast_to(jnp.arange(e * r).reshape(e, r, 1), (e, r, d))
+            full = jnp.zeros((e * r, n + 1), flat.dtype).at[rows, columns].add(flat)
+            jacs.append(full[:, :n])
+        return self.replace(jacs=tuple(jacs), index=None, base_dense=self.base.dense())
+
+    def _at(self, delta):
+        out = []
+        for i, (g, jac) in enumerate(zip(self.groups, self.jacs)):
+            if self.index is None:
+                step = (jac @ delta).reshape(g.error.shape)
+            else:
+                step = jnp.einsum("e...d,ed->e...", jac, _gather(delta, self.index[i]))
+            out.append(g.replace(error=g.error + step))
+        return out
+
+    def _base(self, delta):
+        if self.base_dense is None:
+            return self.base.matvec(delta)
+        return self.base_dense @ delta
+
+    def change(self, delta):
+        """(m(δ), the magnitude its rounding is relative to)."""
+        linear = jnp.dot(self.gradient, delta)
+        quadratic = 0.5 * jnp.dot(delta, self._base(delta))
+        value, size = linear + quadratic, jnp.abs(linear) + jnp.abs(quadratic)
+        for g0, g in zip(self.groups, self._at(delta)):
+            now, before = g.energy(), g0.energy()
+            value = value + now - before
+            size = size + jnp.abs(now) + jnp.abs(before)
+        return value, size
+
+    def gradient_at(self, delta):
+        """∇m(δ)."""
+        return jax.grad(lambda d: self.change(d)[0])(delta)
+
+    def hessian(self, delta):
+        """A + Σ Gᵀ diag(c) G as an (n, n) matrix (after `dense()`), with the rows'
+        Gauss-Newton curvatures c at e₀ + Gδ: for friction isotropic, ψ'/|e| along the slip
+        too (thesis Eq. 136), so that a step cannot overshoot the stick-slip kink;
+        non-convex laws clipped at zero."""
+        out = self.base_dense
+        for g, jac in zip(self._at(delta), self.jacs):
+            c = jnp.maximum(jax.vmap(lambda q: q.curvature())(g), 0.0)
+            weight = jnp.repeat(c.reshape(-1), jac.shape[0] // c.size)
+            out = out + jac.T @ (weight[:, None] * jac)
+        return out
+
+
 class Problem(NamedTuple):
     """The functions of one step's problem (global, so the implicit-gradient rules see every
     parameter; `args` is their last argument).
@@ -247,6 +339,7 @@ class Problem(NamedTuple):
                  reweighted curvature.
       gauss_newton: (u, args) -> `Jacobian`: symmetric positive semi-definite model.
       rows:      (u, args) -> tuple of `RowBlock` (row terms only).
+      row_model: (u, lag, args) -> `RowModel` of Φ(·; ū = lag) at u.
       mass:      (args) -> `BlockDiagonal`.
       start:     (args) -> (n,): ũ including the linear terms (gravity).
       gradient_noise: (u, args, lag=None) -> (∇₁Φ(u; ū), (n,) rounding noise of M⁻¹ of it),
@@ -264,6 +357,7 @@ class Problem(NamedTuple):
     linearize: Callable
     gauss_newton: Callable
     rows: Callable
+    row_model: Callable
     mass: Callable
     start: Callable
     gradient_noise: Callable

@@ -36,7 +36,7 @@ from flax import struct
 
 from jaxcontact import dofs
 from jaxcontact.math import safe_sqrt, world_inertia, world_inertia_inv
-from jaxcontact.problem import BlockDiagonal, Jacobian, Problem, RowBlock
+from jaxcontact.problem import BlockDiagonal, Jacobian, Problem, RowBlock, RowModel
 from jaxcontact.types import Array
 
 BILATERAL, UNILATERAL, DISC = "bilateral", "unilateral", "disc"
@@ -390,11 +390,11 @@ def _row_groups(term, dt, x, lag, start, params, shared):
     return term.rows(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared, dt)
 
 
-def _rows_and_jacobians(term, dt, x, start, params, shared):
-    """An element's row groups at x (lag x), G = ∂e/∂x with the lag frozen, curvatures."""
-    groups = _row_groups(term, dt, x, x, start, params, shared)
-    jac = jax.jacfwd(lambda y: tuple(g.error for g in _row_groups(term, dt, y, x, start, params,
-                                                                  shared)))(x)
+def _rows_and_jacobians(term, dt, x, lag, start, params, shared):
+    """An element's row groups at x (lag x̄), G = ∂e/∂x with the lag frozen, curvatures."""
+    groups = _row_groups(term, dt, x, lag, start, params, shared)
+    jac = jax.jacfwd(lambda y: tuple(g.error for g in _row_groups(term, dt, y, lag, start,
+                                                                  params, shared)))(x)
     return groups, jac, tuple(g.curvature() for g in groups)
 
 
@@ -533,7 +533,8 @@ def linearize(u, args, mode="exact", lag=None, irls=0.0):
 def _term_rows(term, el: Elements, u, dt):
     """The rows of one row term at u (lag ū = u): per group, errors, local Jacobians
     G = ∂e/∂x with the lag frozen, stiffnesses, cones and curvatures."""
-    return _each(_rows_and_jacobians, term, el, dt, dofs.gather(u, el.index))
+    x = dofs.gather(u, el.index)
+    return _each(_rows_and_jacobians, term, el, dt, x, x)
 
 
 def rows(u, args) -> tuple:
@@ -553,6 +554,30 @@ def rows(u, args) -> tuple:
                                 partner=base + g.partner if g.partner >= 0 else -1,
                                 pair=g.pair, term=term.name))
     return tuple(out)
+
+
+def row_model(u, lag, args) -> RowModel:
+    """The `RowModel` of Φ(·; ū = lag) at u: row errors linearized, their laws kept, and the
+    inertia and energy terms as their gradient and lag-held Hessian at u."""
+    model, ctx = args
+    n = layout(model).size
+    b = ctx.mass.apply(u - ctx.u_free)
+    base, groups, jacs, index = [], [], [], []
+    for term, el in zip(model.terms, ctx.elements):
+        x, x_lag = dofs.gather(u, el.index), dofs.gather(lag, el.index)
+        if isinstance(term, RowTerm):
+            found, found_jacs, _ = _each(_rows_and_jacobians, term, el, model.dt, x, x_lag)
+            groups.extend(found)
+            jacs.extend(found_jacs)
+            index.extend([el.index] * len(found))
+            d = el.index.shape[1]
+            base.append(jnp.zeros((el.index.shape[0], d, d), u.dtype))
+            continue
+        g_e, j_e = _each(_linearized, term, el, model.dt, x, x_lag, extra=(0.0, 0.0))
+        b = b + dofs.scatter(g_e, el.index, n)
+        base.append(j_e)
+    return RowModel(gradient=b, base=_assembled(model, ctx, base), groups=tuple(groups),
+                    jacs=tuple(jacs), index=tuple(index))
 
 
 def gauss_newton(u, args) -> Jacobian:
@@ -654,6 +679,6 @@ def check_rows(model) -> None:
 
 
 PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, merit_change=merit_change,
-                  linearize=linearize,
-                  gauss_newton=gauss_newton, rows=rows, mass=mass, start=free_flight,
+                  linearize=linearize, gauss_newton=gauss_newton, rows=rows,
+                  row_model=row_model, mass=mass, start=free_flight,
                   gradient_noise=gradient_noise, resolution=resolution, rotation=largest_rotation)

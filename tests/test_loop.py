@@ -1,6 +1,7 @@
 """The solvers' loops (`jaxcontact.solvers.loop`): `until_done` under vmap runs each scene as it
 would run alone, to its own stop or to the cap, whether its operands are batched or shared,
-whatever the working set's width, and nested in a second vmap.
+whatever the working set's width, and nested in a second vmap; `where_needed` gives fn where a
+scene needs it and the fallback elsewhere, and runs fn only if some scene needs it.
 
 The iteration is a toy with a closed form (x ← x - step until x <= 0, so a scene stops after
 ceil(x0 / step) iterations, or at the cap), so the module compiles in seconds.
@@ -88,3 +89,46 @@ def test_every_working_width_gives_the_same_answers(starts, monkeypatch):
         monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
         _, used, _ = jax.vmap(_run, in_axes=(0, 0, None))(x0, step, 0.0)
         np.testing.assert_array_equal(np.asarray(used), expected, f"width {width}")
+
+
+# --- where_needed ---------------------------------------------------------------------------
+
+def _where_needed(needed, x, scale, branch=True):
+    calls = []
+
+    def fn(operands):
+        x, scale = operands
+        jax.debug.callback(lambda: calls.append(1))
+        return scale * x * x
+
+    out = loop.where_needed(needed, fn, -x, (x, scale), branch=branch)
+    return out, calls
+
+
+@pytest.mark.parametrize("branch", [True, False])
+def test_where_needed_gives_fn_where_needed_and_the_fallback_elsewhere(branch):
+    x = jnp.arange(1.0, 7.0)
+    needed = jnp.array([True, False, True, False, False, True])
+    run = jax.jit(jax.vmap(lambda n, v: _where_needed(n, v, 2.0, branch)[0]))
+    np.testing.assert_array_equal(run(needed, x), np.where(needed, 2.0 * x * x, -x))
+    # batched scale (every operand batched), and one scene alone
+    run = jax.jit(jax.vmap(lambda n, v, s: _where_needed(n, v, s, branch)[0]))
+    np.testing.assert_array_equal(run(needed, x, x), np.where(needed, x ** 3, -x))
+    for n in (True, False):
+        alone = jax.jit(lambda v: _where_needed(n, v, 2.0, branch)[0])(3.0)
+        assert float(alone) == (18.0 if n else -3.0)
+
+
+def test_where_needed_runs_fn_only_if_some_scene_needs_it():
+    x = jnp.arange(1.0, 5.0)
+    for needed, runs in ((jnp.zeros(4, bool), 0), (jnp.array([False, True, False, False]), 1)):
+        calls = []
+
+        def one(n, v):
+            out, inner = _where_needed(n, v, 2.0)
+            calls.append(inner)
+            return out
+
+        jax.block_until_ready(jax.vmap(one)(needed, x))
+        # the callback runs once per (vmapped) evaluation of fn, or not at all
+        assert (len(calls[0]) > 0) == (runs > 0), (needed, calls[0])

@@ -13,7 +13,9 @@ velocities perturbed, pressed into the plane so that every contact is active and
   - the "lagged" Jacobian is the symmetric Hessian H_uu of Φ(·; ū);
   - `Jacobian.matvec` / `rmatvec` / `block_diagonal` agree with `dense()`;
   - the Gauss-Newton model is symmetric positive semi-definite and >= M;
-  - residual = M⁻¹ g; free flight = ũ + Δt gravity on the linear DOFs.
+  - residual = M⁻¹ g; free flight = ũ + Δt gravity on the linear DOFs;
+  - the row model of Φ(·; ū) has Φ's gradient at u and a symmetric positive definite
+    Hessian, and for a sphere and a particle on the plane (gaps linear in u) it is Φ itself.
 
 Everything is computed by ONE jitted function (compilation dominates the cost of this file).
 """
@@ -84,6 +86,10 @@ def _evaluate(u, v, w, args):
         "merit_at": jnp.stack([merit(u + a * v, u + 0.1 * w, args) for a in (0.0, *ALPHAS)]),
         "u_free": args[1].u_free, "mass": args[1].mass.dense(),
         "gaps": terms.contact_gaps(u, args), "jacfwd": h_uu + h_ulag, "hessian": h_uu,
+        "model_gradient": terms.row_model(u, u + 0.1 * w, args).gradient_at(jnp.zeros_like(u)),
+        "g_held": g_lag(u, u + 0.1 * w),
+        "model_hessian": terms.row_model(u, u + 0.1 * w, args).dense().hessian(
+            jnp.zeros_like(u)),
     }
     for name, matrix in (("exact", jac), ("lagged", lagged), ("gn", gn)):
         out[name] = matrix.dense()
@@ -254,3 +260,49 @@ def test_free_flight_adds_dt_gravity_to_linear_velocities(ev):
     for start in (0, 6, 12):           # box v, sphere v, particle v; ω unchanged
         expected[start:start + 3] += DT * G
     np.testing.assert_allclose(ev["free"], expected, rtol=0, atol=1e-14)
+
+
+# --- the row model of Φ(·; ū) (Newton's lag phase, design note 24) ----------------------------
+
+def test_row_model_has_the_gradient_of_the_merit_with_the_lag_held(ev):
+    _close(ev["model_gradient"], ev["g_held"], 1e-12)
+
+
+def test_row_model_hessian_is_symmetric_positive_definite_and_above_the_mass(ev):
+    h = ev["model_hessian"]
+    np.testing.assert_allclose(h, h.T, rtol=0, atol=1e-12 * np.max(np.abs(h)))
+    assert np.min(np.linalg.eigvalsh(h - ev["mass"])) >= -1e-9 * np.max(np.abs(h))
+
+
+def _sliding_sphere_and_particle():
+    scene = jc.Scene(dt=0.01, friction=0.8, stiffness=1e4, damping=20.0)
+    scene.add_plane()
+    scene.add_sphere(0.05, 0.3, pos=(0.0, 0.0, 0.0495), vel=(1.0, 0.2, 0.0),
+                     ang_vel=(0.0, 3.0, 1.0))
+    scene.add_particle(0.1, (0.3, 0.0, 0.0195), vel=(-0.5, 0.4, 0.0), radius=0.02)
+    return scene.build(dtype=jnp.float64)
+
+
+@jax.jit
+def _model_against_merit(u, lag, deltas, args):
+    model = terms.row_model(u, lag, args)
+    changes = jax.vmap(lambda d: model.change(d)[0])(deltas)
+    return changes, terms.merit_change(u, lag, u[None, :] + deltas, args)[0]
+
+
+def test_row_model_is_the_merit_where_every_gap_is_linear_in_u():
+    """Sphere-plane and particle-plane gaps are linear in the velocities (rotation does not
+    move them), and friction and damping rows are linear for a held lag: the model then
+    changes exactly as Φ(·; ū), including contacts it switches on or off."""
+    model, state = _sliding_sphere_and_particle()
+    control = jc.Control.zeros(model.n_body, model.n_motor, dtype=jnp.float64)
+    args = (model, jax.jit(terms.prepare)(model, state, control))
+    n = terms.layout(model).size
+    u = dofs.velocity(state)
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    lag = u + 0.3 * jax.random.normal(keys[0], (n,), jnp.float64)
+    deltas = jax.random.normal(keys[1], (4, n), jnp.float64) * jnp.array([[1.0], [0.3], [0.1],
+                                                                           [0.01]])
+    changes, reference = _model_against_merit(u, lag, deltas, args)
+    assert np.all(np.abs(np.asarray(reference)) > 1e-8)
+    np.testing.assert_allclose(changes, reference, rtol=1e-9)

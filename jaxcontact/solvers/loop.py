@@ -107,6 +107,50 @@ def until_done(iteration, init, operands, length, done):
     return run(init, operands)
 
 
+def where_needed(needed, fn, fallback, operands, branch=True):
+    """fn(operands) where `needed` holds, else `fallback`, evaluating fn only when some scene
+    needs it.
+
+    A `lax.cond` becomes a select under `vmap`, which evaluates both branches for every scene:
+    Newton's lag-phase direction, which a batch of tossed boxes needs in a few scenes of a few
+    steps, would then cost every scene of every iteration. Here the batching rule
+    (`custom_vmap`) runs fn on the whole batch only if any scene needs it, and selects per
+    scene. With `branch=False` fn is always evaluated and selected (`jnp.where`): the form
+    reverse mode can differentiate (unrolled gradients), as `custom_vmap` cannot be.
+    Everything fn reads is passed in `operands` (no batched values closed over)."""
+    if not branch:
+        out = fn(operands)
+        return jax.tree.map(lambda a, b: jnp.where(needed, a, b), out, fallback)
+
+    @jax.custom_batching.custom_vmap
+    def run(needed, fallback, operands):
+        return jax.lax.cond(needed, lambda: fn(operands), lambda: fallback)
+
+    @run.def_vmap
+    def run_batched(batch, in_batched, needed, fallback, operands):
+        needed_batched, fallback_batched, operands_batched = in_batched
+        if not needed_batched:
+            needed = jnp.broadcast_to(needed, (batch,))
+        fallback = jax.tree.map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
+            fallback, fallback_batched)
+        axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
+
+        def compute():
+            if any(jax.tree.leaves(operands_batched)):
+                out = jax.vmap(fn, in_axes=(axes,))(operands)
+            else:
+                out = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
+                                   fn(operands))
+            return jax.tree.map(lambda a, b: jnp.where(_expand(needed, a), a, b), out,
+                                fallback)
+
+        out = jax.lax.cond(jnp.any(needed), compute, lambda: fallback)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return run(needed, fallback, operands)
+
+
 def _expand(mask, x):
     """A (B,) mask broadcast against a (B, ...) array."""
     return mask.reshape(mask.shape + (1,) * (x.ndim - 1))

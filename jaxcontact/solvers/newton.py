@@ -33,6 +33,12 @@ therefore alternates two phases, per scene:
   towards it (or cycle), while the reweighted step lands short of the kink and converges to
   it (design note 16e). After a longer step the next direction is exact again: its steps
   converge fast where contacts do slip.
+  Dense systems go further where a lag step was cut to 1/4 or less: the next direction
+  minimizes the row model of Φ(·; ū) (`problem.RowModel`: every row's error linearized at
+  u, its law kept whole; `minimize_row_model`), which holds the contacts that only touch
+  after the step, whose curvature the Hessian at u lacks (design notes 16d, 24), and the
+  slip-stick kink, by the reweighted curvature. It is evaluated only for the scenes of a
+  batch that need it (`loop.where_needed`).
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
 
@@ -47,7 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
-from jaxcontact.solvers import base, linear
+from jaxcontact.solvers import base, linear, loop
 
 _FORCING_MIN, _FORCING_MAX = 1e-10, 1e-3  # relative accuracy of the Krylov directions
 _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choice)
@@ -57,7 +63,48 @@ _NEWTON_CONTRACTION = 0.5  # a Newton step must shrink the residual by this fact
 _SHIFT_MIN = 1e-2  # the smallest non-zero shift τ of a Krylov lag phase (in units of M)
 _REWEIGHT_BELOW = 2.0 ** -8  # after a step this short (or none), the next lag step reweights
 _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
+_MODEL_ITERATIONS = 5  # most Newton steps on the row model per dense lag direction
+_MODEL_LENGTHS = 16  # step lengths 1, 1/4, ..., 4^-15 tried on the row model
+_MODEL_BELOW = 0.25  # after a lag step this short, the next dense lag direction is the model's
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
+
+
+def minimize_row_model(row_model, metric, tol, early_exit=True,
+                       iterations=_MODEL_ITERATIONS, lengths=_MODEL_LENGTHS):
+    """δ that approximately minimizes a `problem.RowModel` m (design note 24).
+
+    Each step solves (A + Gᵀ C G) p = -∇m(δ), C the rows' Gauss-Newton curvatures at δ, made
+    positive definite in the metric diag(`metric`) where it is not (`linalg.solve_convexified`:
+    the energy terms of A need not be convex), and moves to the lowest of m(δ + 4^-k p),
+    k < `lengths`. Evaluating m costs no narrow phase (the rows are linear in δ), so many
+    lengths are cheap: the free-flight direction of a body resting on its contacts must be
+    cut to about 1e-3 of its length, where the curvature of contacts that only touch after
+    the step is absent from C at δ. Where m changes by less than its rounding, the full step
+    is taken (near the answer m's decrease is below the rounding of the row energies it
+    sums). At most `iterations` steps; with `early_exit`, none once |∇m| / metric <= tol."""
+    steps = jnp.concatenate([0.25 ** jnp.arange(lengths), jnp.zeros(1)]).astype(metric.dtype)
+    eps = jnp.finfo(metric.dtype).eps
+    row_model = row_model.dense()
+
+    def iteration(carry):
+        delta, gradient = carry
+        p, _ = linalg.solve_convexified(row_model.hessian(delta), -gradient, metric)
+        trial = delta[None, :] + steps[:, None] * p[None, :]
+        values, sizes = jax.vmap(row_model.change)(trial)   # the last one at δ itself
+        value, values = values[-1], values[:-1]
+        fuzz = _NOISE_ULPS * eps * (sizes[-1] + sizes[:-1])
+        best = jnp.argmin(jnp.where(jnp.isfinite(values), values, jnp.inf))
+        lower = values[best] < value - fuzz[best]
+        level = jnp.isfinite(values[0]) & (values[0] <= value + fuzz[0])
+        delta = jnp.where(lower, trial[best], jnp.where(level, trial[0], delta))
+        return delta, row_model.gradient_at(delta)
+
+    def done(carry):
+        return jnp.all(jnp.abs(carry[1]) <= tol * metric)
+
+    zero = jnp.zeros_like(metric)
+    return loop.iterate(iteration, (zero, row_model.gradient_at(zero)), iterations, early_exit,
+                        done)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +181,8 @@ class Newton(base.Solver):
         d ≈ -J⁻¹ ∇₁Φ, with J the exact Jacobian in the Newton phase (newton = 1; for "cg" /
         "cr" the Hessian of Φ(·; ū = u)) and in the lag phase the Hessian H of Φ(·; ū), with
         friction reweighted where `reweight` = 1, made positive definite (module docstring):
-        dense, by the diagonal of a modified Cholesky factorization in the mass metric;
+        dense, by the diagonal of a modified Cholesky factorization in the mass metric, and
+        where `reweight` = 1 the minimizer of the row model instead;
         Krylov, as H + τ M with the shift τ adapted from step to step (Levenberg-Marquardt in
         the mass metric), and where that direction does not descend, -M⁻¹ ∇₁Φ / (1 + τ)."""
         method = self.method(u.shape[0])
@@ -153,6 +201,16 @@ class Newton(base.Solver):
             lagged = 1.0 - exact
             a = a + lagged * 0.5 * (a.T - a)
             d, _ = linalg.solve_convexified(a, -g, mass.diagonal(), lagged)
+            # lag phase: the minimizer of the row model instead, where it is finite (evaluated
+            # only if some scene of a batch is in its lag phase)
+            def model_direction(operands):
+                return minimize_row_model(problem.row_model(*operands[:3]), *operands[3:],
+                                          self.loops_exit_early)
+
+            d_model = loop.where_needed((lagged > 0) & (reweight > 0), model_direction, d,
+                                        (u, lag, args, mass.diagonal(), 0.1 * tol),
+                                        branch=self.loops_exit_early)
+            d = jnp.where(base.finite(d_model), d_model, d)
             return g, d, floor, jnp.zeros((), u.dtype)
         # lag phase: H + τ M (the mass is the Jacobian's block diagonal D)
         scale = 1.0 + (1.0 - newton) * jax.lax.stop_gradient(tau)
@@ -212,7 +270,10 @@ class Newton(base.Solver):
         g_full, g_new, g_lag_new = grads[0], grads[1], grads[2]
         # the next lag-phase direction reweights friction if this direction needed a step of
         # 1/256 or less, or found no decrease: it crossed a kink it did not see
-        reweight_next = ((steps[pick] <= _REWEIGHT_BELOW) | ~armijo[pick]).astype(u.dtype)
+        short = steps[pick] <= _REWEIGHT_BELOW
+        if self.method(u.shape[0]) == "dense":
+            short = short | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
+        reweight_next = (short | ~armijo[pick]).astype(u.dtype)
         size = base.residual_norm(r)
         r_full = base.residual_norm(mass.solve(g_full))
         r_new = base.residual_norm(mass.solve(g_new))
