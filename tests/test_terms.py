@@ -27,6 +27,7 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact import dofs, terms
+from jaxcontact.solvers import newton
 
 jax.config.update("jax_enable_x64", True)   # tests/conftest.py does it too
 
@@ -287,7 +288,11 @@ def _sliding_sphere_and_particle():
 def _model_against_merit(u, lag, deltas, args):
     model = terms.row_model(u, lag, args)
     changes = jax.vmap(lambda d: model.change(d)[0])(deltas)
-    return changes, terms.merit_change(u, lag, u[None, :] + deltas, args)[0]
+    delta = newton.minimize_row_model(model, args[1].mass.diagonal(), 1e-12, iterations=60)
+    return {"changes": changes,
+            "reference": terms.merit_change(u, lag, u[None, :] + deltas, args)[0],
+            "held_residual": args[1].mass.solve(jax.grad(terms.merit)(u + delta, lag, args)),
+            "start_residual": args[1].mass.solve(jax.grad(terms.merit)(u, lag, args))}
 
 
 def test_row_model_is_the_merit_where_every_gap_is_linear_in_u():
@@ -303,6 +308,9 @@ def test_row_model_is_the_merit_where_every_gap_is_linear_in_u():
     lag = u + 0.3 * jax.random.normal(keys[0], (n,), jnp.float64)
     deltas = jax.random.normal(keys[1], (4, n), jnp.float64) * jnp.array([[1.0], [0.3], [0.1],
                                                                            [0.01]])
-    changes, reference = _model_against_merit(u, lag, deltas, args)
-    assert np.all(np.abs(np.asarray(reference)) > 1e-8)
-    np.testing.assert_allclose(changes, reference, rtol=1e-9)
+    out = _model_against_merit(u, lag, deltas, args)
+    assert np.all(np.abs(np.asarray(out["reference"])) > 1e-8)
+    np.testing.assert_allclose(out["changes"], out["reference"], rtol=1e-9)
+    # where the model is Φ(·; ū), its minimizer is the lag-held problem's: ∇₁Φ(u + δ; ū) = 0
+    assert np.max(np.abs(out["start_residual"])) > 0.1
+    assert np.max(np.abs(out["held_residual"])) < 1e-8, out["held_residual"]

@@ -306,8 +306,11 @@ class Newton(base.Solver):
             (u, u, jnp.zeros_like(newton), g, noise, tau))
         # lag phase: move if the step did not make things worse; refresh the lag (and try
         # Newton next) when the held problem is solved well enough for the true residual to
-        # be what is left, or when no step along the direction helps
-        refresh = ~held | refresh
+        # be what is left, when no step along the direction helps, or after a full step to
+        # the row model's minimizer (the held problem is then solved as far as the model
+        # knows it: its rows' linearization, not the lag, is what is left)
+        modelled = (reweight > 0) & (self.method(u.shape[0]) == "dense")
+        refresh = ~held | refresh | (modelled & (pick == 0))
         u_lag, g_lag_phase, noise_lag = jax.tree.map(lambda a, b: jnp.where(held, a, b),
                                                      (u_new, g_new, noise_new), (u, g, noise))
         # the shift shrinks after a full step along the model's direction and grows otherwise
