@@ -330,11 +330,7 @@ def test_float32_sphere_slides_at_mu_g():
     np.testing.assert_allclose(np.asarray(traj.vel[:, 0, 1]), 0.0, atol=1e-5)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "library bug (reported): in float32, Newton stalls on a few steps of tumbling boxes "
-    "(residual 0.04-1.4 m/s against tol 3e-4, iteration cap reached) and more iterations do "
-    "not help; the same scenes converge on every step in float64 with iterations=50"))
+@pytest.mark.slow  # it failed (xfail) until the row model of Newton's lag phase (design note 24)
 def test_float32_thrown_boxes_converge_every_step_with_more_iterations():
     model, state = _structure(("box",), 0, jnp.float32)
     model = model.replace(solver=jc.Newton(iterations=50))
