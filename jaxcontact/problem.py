@@ -224,12 +224,18 @@ class RowBlock:
         Returns:
           (E r, n) array, rows ordered like `flat(...)` flattened (pair components apart).
         """
-        jac = self.flat_jac()
-        e, r, d = jac.shape
-        columns = jnp.broadcast_to(self.index[:, None, :], (e, r, d))
-        rows = jnp.broadcast_to(jnp.arange(e * r).reshape(e, r, 1), (e, r, d))
-        out = jnp.zeros((e * r, n + 1), jac.dtype).at[rows, columns].add(jac)
-        return out[:, :n]
+        return _dense_rows(self.jac, self.index, n)
+
+
+def _dense_rows(jac, index, n):
+    """Local row Jacobians (E, c, [2,] d) at DOF indices (E, d) scattered into one dense
+    (E r, n) matrix, pair components as separate rows; world slots (index n) dropped."""
+    flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
+    e, r, d = flat.shape
+    columns = jnp.broadcast_to(index[:, None, :], (e, r, d))
+    rows = jnp.broadcast_to(jnp.arange(e * r).reshape(e, r, 1), (e, r, d))
+    out = jnp.zeros((e * r, n + 1), flat.dtype).at[rows, columns].add(flat)
+    return out[:, :n]
 
 
 @struct.dataclass
@@ -269,15 +275,8 @@ class RowModel:
         if self.index is None:
             return self
         n = self.gradient.shape[0]
-        jacs = []
-        for jac, idx in zip(self.jacs, self.index):
-            flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
-            e, r, d = flat.shape
-            columns = jnp.broadcast_to(idx[:, None, :], (e, r, d))
-            rows = jnp.broadcast_to(jnp.arange(e * r).reshape(e, r, 1), (e, r, d))
-            full = jnp.zeros((e * r, n + 1), flat.dtype).at[rows, columns].add(flat)
-            jacs.append(full[:, :n])
-        return self.replace(jacs=tuple(jacs), index=None, base_dense=self.base.dense())
+        jacs = tuple(_dense_rows(jac, idx, n) for jac, idx in zip(self.jacs, self.index))
+        return self.replace(jacs=jacs, index=None, base_dense=self.base.dense())
 
     def _at(self, delta):
         out = []
