@@ -198,15 +198,19 @@ class Randomizer:
             self._check_restitution(model)
         dists, dtype = self.dists, model.body.mass.dtype
         chosen = None if self.bodies is None else np.isin(np.arange(n), self.bodies)
+        # geoms take their body's draw (a body's geoms share its surface and scale)
+        of_geom = np.asarray(model.geom.body, np.int32)
 
         def draw(name, shape, planes=False):
             return dists[name].sample(_stream(key, name, planes), shape, dtype)
 
-        def put(old, new):
-            """`new` on the chosen bodies (axis 0), `old` on the others."""
+        def put(old, new, rows=None):
+            """`new` on the chosen bodies (axis 0; with `rows`, on the rows of them), `old`
+            on the others."""
             if chosen is None:
                 return new
-            return jnp.where(chosen.reshape((n,) + (1,) * (jnp.ndim(new) - 1)), new, old)
+            mask = chosen if rows is None else chosen[rows]
+            return jnp.where(mask.reshape(mask.shape + (1,) * (jnp.ndim(new) - 1)), new, old)
 
         body, geom, plane, mesh = model.body, model.geom, model.plane, model.mesh
         if "mass" in dists:
@@ -215,18 +219,22 @@ class Randomizer:
         if "size" in dists:
             scale = put(jnp.ones_like(body.mass), draw("size", (n,)))
             body = body.replace(inertia=body.inertia * (scale * scale)[:, None])
-            geom = geom.replace(size=geom.size * scale[:, None], rounding=geom.rounding * scale)
+            scale = scale[of_geom]
+            geom = geom.replace(size=geom.size * scale[:, None], rounding=geom.rounding * scale,
+                                pos=geom.pos * scale[:, None])
             mesh = _scale_meshes(mesh, geom.mesh, scale)
         n_plane = jnp.shape(plane.offset)[0]
         for name in _SURFACE:
             if name in dists:
-                geom = geom.replace(**{name: put(getattr(geom, name), draw(name, (n,)))})
+                geom = geom.replace(**{name: put(getattr(geom, name),
+                                                 draw(name, (n,))[of_geom], of_geom)})
                 if self.planes and n_plane:
                     plane = plane.replace(**{name: draw(name, (n_plane,), planes=True)})
         if "restitution" in dists:
             # pair stiffness with plane 0, and the damping of ADD Eq. 22 for it
             k = combine(geom.stiffness, plane.stiffness[0], HOW["stiffness"])
-            k_d = restitution_to_damping(draw("restitution", (n,)), k, body.mass)
+            k_d = restitution_to_damping(draw("restitution", (n,))[of_geom], k,
+                                         body.mass[of_geom])
             # pair damping is the mean of the sides' (HOW["damping"]): with the planes' at 0,
             # a body's 2 k_d makes the body-plane pair's k_d
             geom = geom.replace(damping=2.0 * k_d)
@@ -267,16 +275,16 @@ class Randomizer:
                              f"{model.n_particle} particle(s)")
 
 
-def _scale_meshes(mesh, mesh_of_body, scale):
-    """Mesh vertices and face-plane offsets scaled by their body's factor (N,)."""
+def _scale_meshes(mesh, mesh_of_geom, scale):
+    """Mesh vertices and face-plane offsets scaled by their geom's factor (G,)."""
     owner = {}
-    for b, g in enumerate(mesh_of_body):
+    for b, g in enumerate(mesh_of_geom):
         if g >= 0:
             owner.setdefault(g, []).append(b)
     shared = {g: bs for g, bs in owner.items() if len(bs) > 1}
     if shared:
-        raise ValueError(f"size cannot scale a mesh shared by several bodies independently: "
-                         f"mesh -> bodies {shared!r}")
+        raise ValueError(f"size cannot scale a mesh shared by several geoms independently: "
+                         f"mesh -> geoms {shared!r}")
     if not owner:
         return mesh
     meshes, bodies = (np.array(v) for v in zip(*((g, bs[0]) for g, bs in owner.items())))

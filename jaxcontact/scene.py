@@ -42,8 +42,6 @@ SURFACE = ("friction", "stiffness", "damping")
 
 @dataclasses.dataclass
 class BodyRecord:
-    shape: Shape
-    size: np.ndarray
     mass: float | None
     density: float | None
     inertia: np.ndarray | None
@@ -51,6 +49,16 @@ class BodyRecord:
     quat: np.ndarray
     vel: np.ndarray
     ang_vel: np.ndarray
+    solid: int = -1       # the geom whose uniform solid gives mass and inertia (-1: given)
+
+
+@dataclasses.dataclass
+class GeomRecord:
+    body: int
+    shape: Shape
+    size: np.ndarray
+    pos: np.ndarray       # in the body's frame (centre of mass, principal axes)
+    quat: np.ndarray
     friction: float
     stiffness: float
     damping: float
@@ -170,6 +178,19 @@ def _mat_to_quat(rot):
     return q / np.linalg.norm(q)
 
 
+def _box_size(half_size, rounding):
+    """Validated (half sizes (3,), rounding) of a box; a number is a cube's half size."""
+    if isinstance(half_size, (int, float)) and not isinstance(half_size, bool):
+        half_size = (half_size,) * 3
+    h = check.vector("half_size", half_size, 3, positive=True)
+    rounding = 0.02 * float(np.min(h)) if rounding is None else check.number(
+        "rounding", rounding, low=0)
+    if rounding >= np.min(h):
+        raise ValueError(f"rounding must be smaller than the smallest half size "
+                         f"{np.min(h):g}, got {rounding!r}")
+    return h, rounding
+
+
 def _as_float(x, dtype):
     """A user parameter leaf as an array: floats in the scene's dtype, others as given."""
     x = jnp.asarray(x)
@@ -205,6 +226,7 @@ class Scene:
                           "stiffness": check.number("stiffness", stiffness, positive=True),
                           "damping": check.number("damping", damping, low=0)}
         self._bodies: list[BodyRecord] = []
+        self._geoms: list[GeomRecord] = []
         self._planes: list[PlaneRecord] = []
         self._springs: list[SpringRecord] = []
         self._meshes: list[MeshRecord] = []
@@ -242,13 +264,16 @@ class Scene:
         else:
             density = check.number("density", density, positive=True)
         record = BodyRecord(
-            shape=shape, size=size, mass=mass, density=density,
+            mass=mass, density=density,
             inertia=None if inertia is None else check.vector("inertia", inertia, 3,
                                                               positive=True),
             pos=check.vector("pos", pos, 3), quat=check.quaternion("quat", quat),
             vel=check.vector("vel", vel, 3), ang_vel=check.vector("ang_vel", ang_vel, 3),
-            rounding=rounding, mesh=mesh, **surface)
+            solid=len(self._geoms))
         self._bodies.append(record)
+        self._geoms.append(GeomRecord(len(self._bodies) - 1, shape, size, np.zeros(3),
+                                      np.array([1.0, 0.0, 0.0, 0.0]), rounding=rounding,
+                                      mesh=mesh, **surface))
         return len(self._bodies) - 1
 
     def _body_index(self, name, value, world=True):
@@ -308,14 +333,7 @@ class Scene:
             the rounding (see `jaxcontact.models.geometry`). Resting on a face, the box's
             contact points are the centres of its 4 rounded corners.
         """
-        if isinstance(half_size, (int, float)) and not isinstance(half_size, bool):
-            half_size = (half_size,) * 3
-        h = check.vector("half_size", half_size, 3, positive=True)
-        rounding = 0.02 * float(np.min(h)) if rounding is None else check.number(
-            "rounding", rounding, low=0)
-        if rounding >= np.min(h):
-            raise ValueError(f"rounding must be smaller than the smallest half size "
-                             f"{np.min(h):g}, got {rounding!r}")
+        h, rounding = _box_size(half_size, rounding)
         return self._body(Shape.BOX, h, mass, inertia, pos, quat, vel, ang_vel,
                           self._surface(friction, stiffness, damping), density=density,
                           rounding=rounding)
@@ -377,6 +395,76 @@ class Scene:
         except ValueError:
             self._meshes.pop()
             raise
+
+    def add_body(self, mass, inertia, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
+                 vel=(0.0, 0.0, 0.0), ang_vel=(0.0, 0.0, 0.0)) -> int:
+        """Add a rigid body with given inertia and no geom: give it shapes with `add_geom`
+        (a compound body), or none (a body that only joints and springs act on). Returns its
+        body index.
+
+        Args:
+          mass: kg (> 0).
+          inertia: (3,) principal moments of inertia about the centre of mass, kg m² (> 0).
+          pos: the centre of mass, m (world). The body's state is the centre of mass.
+          quat: the orientation of the principal axes (w, x, y, z; body to world).
+          vel, ang_vel: initial linear (m/s) and angular (rad/s, world) velocity.
+        """
+        check.number("mass", mass, positive=True)
+        check.vector("inertia", inertia, 3, positive=True)
+        record = BodyRecord(
+            mass=float(mass), density=None, inertia=np.asarray(inertia, float),
+            pos=check.vector("pos", pos, 3), quat=check.quaternion("quat", quat),
+            vel=check.vector("vel", vel, 3), ang_vel=check.vector("ang_vel", ang_vel, 3))
+        self._bodies.append(record)
+        return len(self._bodies) - 1
+
+    def add_geom(self, body, kind, *, radius=None, half_size=None, half_length=None,
+                 vertices=None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), rounding=None,
+                 friction=None, stiffness=None, damping=None) -> int:
+        """Attach a collision shape to `body` at a pose given in WORLD coordinates at the
+        bodies' current poses (as for joints), stored in the body's frame. Returns its geom
+        index. The geom adds no mass (`add_body` gives the body's inertia); geoms of one body
+        never collide with each other.
+
+        Args:
+          body: a body index.
+          kind: "sphere" (`radius`), "box" (`half_size`, optional `rounding` as for
+            `add_box`), "capsule" (`radius`, `half_length` along the geom's z axis) or
+            "mesh" (`vertices` (V, 3) in the geom's frame: their convex hull).
+          pos, quat: the geom's frame in the world, m and (w, x, y, z).
+          friction, stiffness, damping: its surface parameters (default: the scene's).
+        """
+        b = self._body_index("body", body, world=False)
+        check.choice("kind", kind, ("sphere", "box", "capsule", "mesh"))
+        given = {"radius": radius, "half_size": half_size, "half_length": half_length,
+                 "vertices": vertices, "rounding": rounding}
+        needs = {"sphere": ("radius",), "box": ("half_size", "rounding"),
+                 "capsule": ("radius", "half_length"), "mesh": ("vertices",)}[kind]
+        for name, value in given.items():
+            if value is not None and name not in needs:
+                raise ValueError(f"{name} is not an argument of a {kind} geom, got {value!r}")
+        shape, rounding_value, mesh = Shape[kind.upper()], 0.0, -1
+        if kind == "sphere":
+            size = np.array([check.number("radius", radius, positive=True), 0.0, 0.0])
+        elif kind == "capsule":
+            size = np.array([check.number("radius", radius, positive=True),
+                             check.number("half_length", half_length, positive=True), 0.0])
+        elif kind == "box":
+            size, rounding_value = _box_size(half_size, rounding)
+        else:
+            size = np.zeros(3)
+        rot_b, pos_b = self._frame(b)
+        local_pos = rot_b.T @ (check.vector("pos", pos, 3) - pos_b)
+        local_quat = _mat_to_quat(rot_b.T @ _rotation(check.quaternion("quat", quat)))
+        surface = self._surface(friction, stiffness, damping)
+        if kind == "mesh":
+            hull, planes = mass_properties.convex_hull(check.points("vertices", vertices))
+            volume, _, moments, _ = mass_properties.convex_mesh(hull, 1.0)
+            self._meshes.append(MeshRecord(hull, planes, volume, moments))
+            mesh = len(self._meshes) - 1
+        self._geoms.append(GeomRecord(b, shape, size, local_pos, local_quat,
+                                      rounding=rounding_value, mesh=mesh, **surface))
+        return len(self._geoms) - 1
 
     def add_particle(self, mass, pos, vel=(0.0, 0.0, 0.0), *, radius=0.0, friction=None,
                      stiffness=None, damping=None) -> int:
@@ -622,55 +710,68 @@ class Scene:
 
     # --- build ---
     def _mass_inertia(self, b: BodyRecord):
-        """(mass, principal inertia) of a body record."""
-        s = b.size
-        if b.shape == Shape.MESH:
-            m = self._meshes[b.mesh]
+        """(mass, principal inertia) of a body record: given, or of its solid's shape."""
+        if b.solid < 0:
+            return b.mass, b.inertia
+        g = self._geoms[b.solid]
+        s = g.size
+        if g.shape == Shape.MESH:
+            m = self._meshes[g.mesh]
             mass = b.mass if b.mass is not None else b.density * m.volume
             return mass, m.moments * (mass / m.volume)
         unit = {Shape.SPHERE: lambda: mass_properties.sphere(s[0], 1.0),
                 Shape.BOX: lambda: mass_properties.box(s, 1.0),
-                Shape.CAPSULE: lambda: mass_properties.capsule(s[0], s[1], 1.0)}[b.shape]()
+                Shape.CAPSULE: lambda: mass_properties.capsule(s[0], s[1], 1.0)}[g.shape]()
         mass = b.mass if b.mass is not None else b.density * unit[0]
         inertia = b.inertia if b.inertia is not None else unit[1] * (mass / unit[0])
         return mass, inertia
 
     def _contact_terms(self, laws: Laws, broad_phase: BroadPhase) -> list:
-        """The colliders: every kind pair present, with static element tables or broad-phase
-        slots (decided here, once)."""
-        shapes = sorted({b.shape for b in self._bodies})
-        by_shape = {sh: tuple(i for i, b in enumerate(self._bodies) if b.shape == sh)
+        """The colliders: every kind pair present, with static element tables (of geoms) or
+        broad-phase slots (decided here, once)."""
+        geoms = self._geoms
+        shapes = sorted({g.shape for g in geoms})
+        by_shape = {sh: tuple(i for i, g in enumerate(geoms) if g.shape == sh)
                     for sh in shapes}
         n_vertices = max((len(m.vertices) for m in self._meshes), default=0)
+        # geoms placed off their bodies' centres of mass, or not one geom per body
+        placed = [g.body for g in geoms] != list(range(len(self._bodies))) or any(
+            np.any(g.pos != 0.0) or np.any(g.quat != np.array([1.0, 0, 0, 0])) for g in geoms)
         out = []
         planes, obstacles = range(len(self._planes)), range(len(self._obstacles))
         for sh in shapes:
-            bodies = by_shape[sh]
+            members = by_shape[sh]
             if self._planes:
-                out.append(BodyPlane(int(sh), bodies * len(planes),
-                                     tuple(p for p in planes for _ in bodies), laws,
-                                     n_vertices))
+                out.append(BodyPlane(int(sh), members * len(planes),
+                                     tuple(p for p in planes for _ in members), laws,
+                                     n_vertices, placed=placed))
             for o in obstacles:
-                out.append(BodyObstacle(int(sh), bodies, o, laws, n_vertices))
+                out.append(BodyObstacle(int(sh), members, o, laws, n_vertices, placed=placed))
         particles = tuple(range(len(self._particles)))
         if particles and self._planes:
             out.append(ParticlePlane(particles * len(planes),
                                      tuple(p for p in planes for _ in particles), laws))
         for o in obstacles if particles else ():
             out.append(ParticleObstacle(particles, o, laws))
-        # candidate pairs: bodies (shape_a <= shape_b), then particles against each shape
+        # candidate pairs of geoms (shape_a <= shape_b) on different bodies that may collide,
+        # then particles against each shape
         attached = {(a.body, a.particle) for a in self._attachments if a.body >= 0}
+
+        def collide(i, j):
+            a, b = geoms[i].body, geoms[j].body
+            return a != b and (min(a, b), max(a, b)) not in self._no_collide
+
         universe = {}
         for i, sa in enumerate(shapes):
             for sb in shapes[i:]:
                 pairs = (itertools.combinations(by_shape[sa], 2) if sa == sb
                          else itertools.product(by_shape[sa], by_shape[sb]))
-                pairs = tuple(p for p in pairs if (min(p), max(p)) not in self._no_collide)
+                pairs = tuple(p for p in pairs if collide(*p))
                 if pairs:
                     universe[(int(sa), int(sb))] = pairs
         for sh in shapes:
-            pairs = tuple((b, p) for b in by_shape[sh] for p in particles
-                          if (b, p) not in attached)
+            pairs = tuple((g, p) for g in by_shape[sh] for p in particles
+                          if (geoms[g].body, p) not in attached)
             if pairs:
                 universe[(int(sh), PARTICLE)] = pairs
         total = sum(len(p) for p in universe.values())
@@ -678,23 +779,34 @@ class Scene:
             broad_phase.mode == "auto" and total <= broad_phase.max_all_pairs)
         sweep = None
         if not brute and universe:
-            n = len(self._bodies)
-            kinds = tuple(int(b.shape) for b in self._bodies) + (PARTICLE,) * len(particles)
-            excluded = sorted([a * (n + len(particles)) + b for a, b in self._no_collide]
-                              + [b * (n + len(particles)) + n + p for b, p in attached])
+            n = len(geoms)
+            objects = n + len(particles)
+            kinds = tuple(int(g.shape) for g in geoms) + (PARTICLE,) * len(particles)
+            of_body = [[] for _ in self._bodies]
+            for g, geom in enumerate(geoms):
+                of_body[geom.body].append(g)
+            never = [pair for gs in of_body for pair in itertools.combinations(gs, 2)]
+            never += [(min(i, j), max(i, j)) for a, b in self._no_collide
+                      for i in of_body[a] for j in of_body[b]]
+            excluded = sorted({i * objects + j for i, j in never}
+                              | {g * objects + n + p for g, geom in enumerate(geoms)
+                                 for p in particles if (geom.body, p) in attached})
             groups = []
             for (ka, kb), pairs in universe.items():
                 members = len({x for pair in pairs for x in pair})
                 capacity = broad_phase.capacity or default_capacity(ka, kb) * members
                 groups.append((ka, kb, min(capacity, len(pairs))))
-            sweep = Sweep(broad_phase, kinds, tuple(groups), tuple(excluded))
+            sweep = Sweep(broad_phase, kinds, tuple(groups), tuple(excluded),
+                          placed=placed)
         for (ka, kb), pairs in universe.items():
             static = pairs if brute else ()
             capacity = 0 if brute else dict(((g[0], g[1]), g[2]) for g in sweep.groups)[(ka, kb)]
             if kb == PARTICLE:
-                out.append(ParticleBody(ka, static, laws, capacity, sweep, n_vertices))
+                out.append(ParticleBody(ka, static, laws, capacity, sweep, n_vertices,
+                                        placed=placed))
             else:
-                out.append(BodyPair(ka, kb, static, laws, capacity, sweep, n_vertices))
+                out.append(BodyPair(ka, kb, static, laws, capacity, sweep, n_vertices,
+                                    placed=placed))
         return out
 
     def _terms(self, contact: Contact, broad_phase: BroadPhase) -> tuple:
@@ -765,7 +877,7 @@ class Scene:
         def column(records, name, *trailing):
             return arr([getattr(r, name) for r in records], *trailing)
 
-        bodies, particles = self._bodies, self._particles
+        bodies, particles, geoms = self._bodies, self._particles, self._geoms
         mass, inertia = zip(*(self._mass_inertia(b) for b in bodies)) if bodies else ((), ())
         n_vert = max((len(m.vertices) for m in self._meshes), default=1)
         n_plane = max((len(m.planes) for m in self._meshes), default=1)
@@ -776,10 +888,11 @@ class Scene:
         joints = self._joints
         model = Model(
             body=Body(mass=arr(mass), inertia=arr(inertia, 3)),
-            geom=Geom(size=column(bodies, "size", 3), rounding=column(bodies, "rounding"),
-                      **{k: column(bodies, k) for k in SURFACE},
-                      shape=tuple(Shape(b.shape) for b in bodies),
-                      mesh=tuple(b.mesh for b in bodies)),
+            geom=Geom(size=column(geoms, "size", 3), rounding=column(geoms, "rounding"),
+                      **{k: column(geoms, k) for k in SURFACE},
+                      pos=column(geoms, "pos", 3), quat=column(geoms, "quat", 4),
+                      shape=tuple(Shape(g.shape) for g in geoms),
+                      mesh=tuple(g.mesh for g in geoms), body=tuple(g.body for g in geoms)),
             mesh=Mesh(vertices=arr([pad(m.vertices, n_vert) for m in self._meshes], n_vert, 3),
                       planes=arr([pad(m.planes, n_plane) for m in self._meshes], n_plane, 4),
                       count=tuple(len(m.vertices) for m in self._meshes)),

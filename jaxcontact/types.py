@@ -24,7 +24,7 @@ def static(**kwargs):
 
 
 class Shape(enum.IntEnum):
-    """Kinds of collision shape. A body carries exactly one shape."""
+    """Kinds of collision shape (of a geom; a body carries any number of geoms)."""
 
     SPHERE = 0
     BOX = 1
@@ -47,22 +47,30 @@ class Body:
 
 @struct.dataclass
 class Geom:
-    """Collision shape and surface parameters of each body (one geom per body).
+    """Collision shapes (geoms) and their surface parameters. Each geom is rigidly attached
+    to one body at a pose in that body's frame; a body has any number of geoms (a compound
+    body), and geoms of one body never collide with each other. `Scene.add_sphere`,
+    `add_box`, ... make a body with one geom at its centre of mass (geom g of body g while
+    every body is made that way); `Scene.add_body` and `Scene.add_geom` make compound bodies.
 
     Every shape is a convex core grown by a ball (a Minkowski sum): a sphere is a point
-    grown by its radius, a capsule a segment along the body z axis grown by its radius, a box
-    a box of half sizes `size - rounding` grown by `rounding`, a mesh its convex hull (not
-    grown). See `jaxcontact.models.geometry`.
+    grown by its radius, a capsule a segment along the geom's z axis grown by its radius, a
+    box a box of half sizes `size - rounding` grown by `rounding`, a mesh its convex hull
+    (not grown). See `jaxcontact.models.geometry`.
 
     Attributes:
-      size:       (N, 3) sphere: (radius, 0, 0); box: half sizes along the body axes;
+      size:       (G, 3) sphere: (radius, 0, 0); box: half sizes along the geom axes;
                   capsule: (radius, half length of the axis segment, 0); mesh: zeros, m.
-      rounding:   (N,)   radius of a box's rounded edges and corners, m (0 for other shapes).
-      friction:   (N,)   Coulomb coefficient μ.
-      stiffness:  (N,)   normal penalty stiffness k_n (N/m for the `linear` law).
-      damping:    (N,)   normal contact damping k_d, N s/m (ADD Eq. 21).
-      shape:      static tuple of `Shape` per body.
-      mesh:       static tuple (N,): index into `Model.mesh` for mesh bodies, -1 otherwise.
+      rounding:   (G,)   radius of a box's rounded edges and corners, m (0 for other shapes).
+      friction:   (G,)   Coulomb coefficient μ.
+      stiffness:  (G,)   normal penalty stiffness k_n (N/m for the `linear` law).
+      damping:    (G,)   normal contact damping k_d, N s/m (ADD Eq. 21).
+      pos:        (G, 3) the geom's origin in its body's frame (centre of mass, principal
+                  axes), m.
+      quat:       (G, 4) the geom's orientation in its body's frame (w, x, y, z).
+      shape:      static tuple of `Shape` per geom.
+      mesh:       static tuple (G,): index into `Model.mesh` for mesh geoms, -1 otherwise.
+      body:       static tuple (G,): the body each geom belongs to.
     """
 
     size: Array
@@ -70,23 +78,26 @@ class Geom:
     friction: Array
     stiffness: Array
     damping: Array
+    pos: Array
+    quat: Array
     shape: tuple = static()
     mesh: tuple = static(default=())
+    body: tuple = static(default=())
 
 
 @struct.dataclass
 class Mesh:
-    """Convex meshes of the mesh bodies, padded to common sizes.
+    """Convex meshes of the mesh geoms, padded to common sizes.
 
-    Its vertices are the body's contact points (ADD's point proxies); its face planes are
-    the body's signed distance for other bodies' points (exact inside, a lower bound
+    Its vertices are the geom's contact points (ADD's point proxies); its face planes are
+    the geom's signed distance for other geoms' points (exact inside, a lower bound
     outside, near edges).
 
     Attributes:
-      vertices: (G, V, 3) hull vertices in the body frame (centre of mass, principal axes),
+      vertices: (M, V, 3) hull vertices in the geom's frame,
                 padded by repeating the first vertex.
-      planes:   (G, F, 4) unique face planes (n, o): n·x <= o inside; padded by repeating.
-      count:    static tuple (G,) of the real vertex count of each mesh.
+      planes:   (M, F, 4) unique face planes (n, o): n·x <= o inside; padded by repeating.
+      count:    static tuple (M,) of the real vertex count of each mesh.
     """
 
     vertices: Array
@@ -320,8 +331,8 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact, spring, joint, motor, mesh, obstacle, particle,
-      attachment: see their classes.
+      body, geom, plane, contact, spring, joint, motor, mesh, obstacle, particle, attachment:
+        see their classes.
       energy:   tuple, `model.energy[t]`: the parameters of user term t (`Scene.add_energy`),
                 leaves with a leading axis of its element count.
       gravity:  (3,) m/s².
@@ -349,7 +360,8 @@ class Model:
 
     @property
     def n_body(self) -> int:
-        return len(self.geom.shape)
+        """N, the number of rigid bodies."""
+        return self.body.mass.shape[-1]
 
     @property
     def n_particle(self) -> int:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcontact.math import safe_norm
+from jaxcontact.math import quat_rotate, safe_norm
 from jaxcontact.models import geometry
 from jaxcontact.terms import Stage
 from jaxcontact.types import Shape
@@ -153,8 +153,8 @@ class SweepResult(NamedTuple):
 class Sweep(Stage):
     """The broad phase of a step, shared by every pair term that needs it.
 
-    Objects are the bodies (kind: their shape) then the particles (kind `PARTICLE`), with
-    indices n_body + p. Each group (kind_a, kind_b, capacity) gets `capacity` slots of pairs
+    Objects are the geoms (kind: their shape) then the particles (kind `PARTICLE`), with
+    indices n_geom + p. Each group (kind_a, kind_b, capacity) gets `capacity` slots of pairs
     (a of kind_a, b of kind_b); particle-particle pairs are not candidates.
 
     Attributes:
@@ -163,6 +163,7 @@ class Sweep(Stage):
       groups: static tuple of (kind_a, kind_b, capacity).
       excluded: sorted static keys a * n + b (a < b, object indices) that never collide.
       particle_kind: `PARTICLE`.
+      placed: some geom sits off its body's centre of mass (or a body has several).
     """
 
     settings: BroadPhase
@@ -170,11 +171,12 @@ class Sweep(Stage):
     groups: tuple
     excluded: tuple = ()
     particle_kind: int = PARTICLE
+    placed: bool = False
 
     def __call__(self, model, state):
         dtype = state.pos.dtype
         shapes = np.asarray(model.geom.shape, np.int32)
-        radius = jnp.zeros((model.n_body,), dtype)
+        radius = jnp.zeros((len(shapes),), dtype)
         for shape in set(shapes.tolist()):
             where = np.nonzero(shapes == shape)[0]
             mesh = np.maximum(np.asarray(model.geom.mesh, np.int32)[where], 0)
@@ -183,10 +185,17 @@ class Sweep(Stage):
                          in_axes=(0, 0 if vertices is not None else None))(
                 model.geom.size[where], vertices)
             radius = radius.at[where].set(r)
+        pos, vel, ang_vel, lever = state.pos, state.vel, state.ang_vel, radius
+        if self.placed:
+            # each geom's centre: its body's centre of mass moved by the geom's offset
+            body = np.asarray(model.geom.body, np.int32)
+            pos = state.pos[body] + jax.vmap(quat_rotate)(state.quat[body], model.geom.pos)
+            vel, ang_vel = state.vel[body], state.ang_vel[body]
+            lever = radius + safe_norm(model.geom.pos)
         gravity = model.dt * safe_norm(model.gravity)
-        motion = model.dt * (safe_norm(state.vel) + safe_norm(state.ang_vel) * radius + gravity)
+        motion = model.dt * (safe_norm(vel) + safe_norm(ang_vel) * lever + gravity)
         particle_motion = model.dt * (safe_norm(state.particle_vel) + gravity)
-        centre = jnp.concatenate([state.pos, state.particle_pos])
+        centre = jnp.concatenate([pos, state.particle_pos])
         reach = jnp.concatenate([radius + motion, model.particle.radius + particle_motion])
         i, j, hit, overflow = sweep(centre, reach + self.settings.margin, self.settings.window)
         kinds = jnp.asarray(self.kinds, jnp.int32)

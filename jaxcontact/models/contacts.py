@@ -27,7 +27,7 @@ import numpy as np
 from flax import struct
 
 from jaxcontact import dofs, terms
-from jaxcontact.math import quat_rotate, tangent_basis
+from jaxcontact.math import quat_mul, quat_rotate, tangent_basis
 from jaxcontact.models import contact as laws
 from jaxcontact.models import geometry, sdf
 from jaxcontact.models.geometry import FAR
@@ -91,17 +91,23 @@ def normal_law(normal, power, shared, c):
 class ContactTerm(terms.RowTerm):
     """What every collider shares: the law rows, pair parameters, gaps at the start.
 
-    Subclasses define `frames(x, params, shared) -> (gap (c,), normal (c, 3), point (c, 3))`,
-    `rows_per_element` c, `elements`, and which Local slots are side a and side b
-    (`side_a`, `side_b`: ("body", i), ("particle", i) or None for the world).
+    Subclasses define `collide(x, params, shared) -> (gap (c,), normal (c, 3), point (c, 3))`
+    on the geoms' world poses, `rows_per_element` c, `elements`, which Local slots are side
+    a and side b (`side_a`, `side_b`: ("body", i), ("particle", i) or None for the world),
+    and `geom_slots`: the (slot, suffix) of each body slot that carries a geom.
     """
 
     reports_gaps = True
     side_a = ("body", 0)
     side_b = None
+    geom_slots = ()
+
+    def collide(self, x, params, shared):
+        raise NotImplementedError
 
     def frames(self, x, params, shared):
-        raise NotImplementedError
+        """(gap, normal, point) of the element's rows at the configuration x of its blocks."""
+        return self.collide(_place(x, params, self.geom_slots), params, shared)
 
     def without_rows(self):
         if self.laws.normal != "linear":
@@ -185,17 +191,47 @@ def _finish(term, model, state, bodies, particles, params, shared, used, slots=F
                           shared=shared, live=live)
 
 
-def _body_geometry(model, body, shape, suffix=""):
-    """Per-element shape data of bodies `body` (E,): size, rounding, mesh vertices/planes."""
-    geom = model.geom
-    b = jnp.maximum(body, 0)
-    out = {"size" + suffix: geom.size[b], "rounding" + suffix: geom.rounding[b]}
+def _place(x, p, slots):
+    """x with the pose of each geom slot's body replaced by the geom's world pose (body pose
+    composed with the geom's pose in the body frame), where the elements carry geom poses."""
+    if not slots or "geom_pos" + slots[0][1] not in p:
+        return x
+    pos, quat = x.pos, x.quat
+    for slot, k in slots:
+        pos = pos.at[slot].add(quat_rotate(quat[slot], p["geom_pos" + k]))
+        quat = quat.at[slot].set(quat_mul(quat[slot], p["geom_quat" + k]))
+    return x.replace(pos=pos, quat=quat)
+
+
+def _geom_body(model, geom):
+    """The body of each geom `geom` (E,), -1 where geom is -1 (an empty slot)."""
+    body = jnp.asarray(model.geom.body, jnp.int32)[jnp.maximum(geom, 0)]
+    return jnp.where(geom >= 0, body, -1)
+
+
+def _geometry(model, geom, shape, placed, suffix=""):
+    """Per-element shape data of geoms `geom` (E,): size, rounding, mesh vertices/planes,
+    and with `placed` the geom's pose in its body's frame."""
+    g, table = jnp.maximum(geom, 0), model.geom
+    out = {"size" + suffix: table.size[g], "rounding" + suffix: table.rounding[g]}
+    if placed:
+        out["geom_pos" + suffix], out["geom_quat" + suffix] = table.pos[g], table.quat[g]
     if shape == Shape.MESH:
-        mesh = jnp.asarray(geom.mesh, jnp.int32)[b]
+        mesh = jnp.asarray(table.mesh, jnp.int32)[g]
         out["vertices" + suffix] = model.mesh.vertices[mesh]
         out["planes" + suffix] = model.mesh.planes[mesh]
         out["count" + suffix] = jnp.asarray(model.mesh.count, jnp.int32)[mesh]
     return out
+
+
+def _geom_pose(model, state, geom, params, suffix):
+    """World poses (E, 3), (E, 4) of geoms `geom` in `state`."""
+    body = jnp.maximum(_geom_body(model, geom), 0)
+    pos, quat = state.pos[body], state.quat[body]
+    if "geom_pos" + suffix not in params:
+        return pos, quat
+    return (pos + jax.vmap(quat_rotate)(quat, params["geom_pos" + suffix]),
+            jax.vmap(quat_mul)(quat, params["geom_quat" + suffix]))
 
 
 def _proxy_mask(shape, geometry_params, suffix, c):
@@ -214,7 +250,7 @@ def _combined(side_a, side_b):
 
 
 def _points(shape, x, slot, p, suffix):
-    """World centres (c, 3) and radii (c,) of the contact points of body slot `slot`."""
+    """World centres (c, 3) and radii (c,) of the contact points of geom slot `slot`."""
     local, radius = geometry.proxies(shape, p["size" + suffix], p["rounding" + suffix],
                                      p.get("vertices" + suffix))
     rotate = jax.vmap(quat_rotate, in_axes=(None, 0))
@@ -228,6 +264,7 @@ class BodyAgainstStatic(ContactTerm):
     one row per contact point of the shape (`geometry.proxy_count`)."""
 
     n_bodies = 1
+    geom_slots = ((0, ""),)
 
     @property
     def rows_per_element(self):
@@ -235,7 +272,7 @@ class BodyAgainstStatic(ContactTerm):
 
     @property
     def count(self):
-        return len(self.bodies)
+        return len(self.geoms)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,32 +281,32 @@ class BodyPlane(BodyAgainstStatic):
     d = n·c - o - ρ. Elements: the static (body, plane) table."""
 
     shape: int
-    bodies: tuple
+    geoms: tuple
     planes: tuple
     laws: Laws
     n_vertices: int = 0
+    placed: bool = False
 
     @property
     def name(self):
         return f"contact {Shape(self.shape).name.lower()}-plane"
 
-    def frames(self, x, p, shared):
+    def collide(self, x, p, shared):
         centre, radius = _points(self.shape, x, 0, p, "")
         gap = centre @ p["normal"] - p["offset"] - radius
         normal = jnp.broadcast_to(p["normal"], centre.shape)
         return gap, normal, centre - (radius + 0.5 * gap)[:, None] * normal
 
     def elements(self, model, state, control, stages):
-        body = jnp.asarray(self.bodies, jnp.int32)
+        geom = jnp.asarray(self.geoms, jnp.int32)
         plane = jnp.asarray(self.planes, jnp.int32)
-        params = {**_body_geometry(model, body, self.shape), "normal": model.plane.normal[plane],
-                  "offset": model.plane.offset[plane],
-                  **_combined(_surface(model.geom, body), _surface(model.plane, plane))}
+        params = {**_geometry(model, geom, self.shape, self.placed),
+                  "normal": model.plane.normal[plane], "offset": model.plane.offset[plane],
+                  **_combined(_surface(model.geom, geom), _surface(model.plane, plane))}
         c = geometry.proxy_count(self.shape, self.n_vertices)
         used = jax.vmap(lambda p: _proxy_mask(self.shape, p, "", c))(params)
-        return _finish(self, model, state, body[:, None], jnp.zeros((len(self.bodies), 0),
-                                                                     jnp.int32),
-                       params, _shared(model), used)
+        return _finish(self, model, state, _geom_body(model, geom)[:, None],
+                       jnp.zeros((len(self.geoms), 0), jnp.int32), params, _shared(model), used)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,16 +315,17 @@ class BodyObstacle(BodyAgainstStatic):
     `sdf`): d = φ(c) - ρ, n = ∇φ/|∇φ|."""
 
     shape: int
-    bodies: tuple
+    geoms: tuple
     obstacle: int
     laws: Laws
     n_vertices: int = 0
+    placed: bool = False
 
     @property
     def name(self):
         return f"contact {Shape(self.shape).name.lower()}-obstacle {self.obstacle}"
 
-    def frames(self, x, p, shared):
+    def collide(self, x, p, shared):
         centre, radius = _points(self.shape, x, 0, p, "")
         grid = shared["grid"]
         gap = jax.vmap(lambda c: sdf.sample(grid, c))(centre) - radius
@@ -295,16 +333,16 @@ class BodyObstacle(BodyAgainstStatic):
         return gap, normal, centre - (radius + 0.5 * gap)[:, None] * normal
 
     def elements(self, model, state, control, stages):
-        body = jnp.asarray(self.bodies, jnp.int32)
+        geom = jnp.asarray(self.geoms, jnp.int32)
         obstacle = _surface(model.obstacle, self.obstacle)
-        params = {**_body_geometry(model, body, self.shape),
-                  **_combined(_surface(model.geom, body),
-                              {k: jnp.broadcast_to(v, body.shape) for k, v in obstacle.items()})}
+        params = {**_geometry(model, geom, self.shape, self.placed),
+                  **_combined(_surface(model.geom, geom),
+                              {k: jnp.broadcast_to(v, geom.shape) for k, v in obstacle.items()})}
         c = geometry.proxy_count(self.shape, self.n_vertices)
         used = jax.vmap(lambda p: _proxy_mask(self.shape, p, "", c))(params)
         shared = _shared(model, {"grid": model.obstacle.grid[self.obstacle]})
-        return _finish(self, model, state, body[:, None],
-                       jnp.zeros((len(self.bodies), 0), jnp.int32), params, shared, used)
+        return _finish(self, model, state, _geom_body(model, geom)[:, None],
+                       jnp.zeros((len(self.geoms), 0), jnp.int32), params, shared, used)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,7 +361,7 @@ class ParticlePlane(ContactTerm):
     def count(self):
         return len(self.particles)
 
-    def frames(self, x, p, shared):
+    def collide(self, x, p, shared):
         centre = x.particle_pos[:1]
         gap = centre @ p["normal"] - p["offset"] - p["radius"]
         normal = p["normal"][None, :]
@@ -360,7 +398,7 @@ class ParticleObstacle(ContactTerm):
     def count(self):
         return len(self.particles)
 
-    def frames(self, x, p, shared):
+    def collide(self, x, p, shared):
         centre = x.particle_pos[0]
         gap = sdf.sample(shared["grid"], centre) - p["radius"]
         normal = sdf.normal(shared["grid"], centre)
@@ -379,32 +417,34 @@ class ParticleObstacle(ContactTerm):
                        params, shared, jnp.ones((e, 1), bool))
 
 
-def _pair_slots(term, stages, n_body, offset_b=0):
-    """(a, b, used) of a pair term: its static pairs, or its broad-phase slots."""
+def _pair_slots(term, stages, offset_b=0):
+    """(a, b, used) of a pair term: its static pairs, or its broad-phase slots (objects:
+    geoms, then particles from `offset_b`)."""
     if term.pairs:
         a = jnp.asarray([p[0] for p in term.pairs], jnp.int32)
         b = jnp.asarray([p[1] for p in term.pairs], jnp.int32)
         return a, b, jnp.ones(a.shape, bool)
     a, b, used = stages[term.sweep].slots[term.group]
-    del n_body
     return a, jnp.where(used, b - offset_b, -1), used
 
 
 @dataclasses.dataclass(frozen=True)
 class ParticleBody(ContactTerm):
-    """Particles against bodies of one shape: the particle's ball against the body's core.
-    Side a is the particle, side b the body. Static pairs, or broad-phase slots."""
+    """Particles against geoms of one shape: the particle's ball against the geom's core.
+    Side a is the particle, side b the geom's body. Static pairs, or broad-phase slots."""
 
     shape: int
-    pairs: tuple            # ((body, particle), ...) or () with the broad phase
+    pairs: tuple            # ((geom, particle), ...) or () with the broad phase
     laws: Laws
     capacity: int = 0
     sweep: object = None    # the broad-phase `Stage` (with pairs = ())
     n_vertices: int = 0
+    placed: bool = False
     n_bodies = 1
     n_particles = 1
     side_a = ("particle", 0)
     side_b = ("body", 0)
+    geom_slots = ((0, ""),)
 
     rows_per_element = 1
 
@@ -424,7 +464,7 @@ class ParticleBody(ContactTerm):
     def group(self):
         return (int(self.shape), int(self.sweep.particle_kind))
 
-    def frames(self, x, p, shared):
+    def collide(self, x, p, shared):
         distance = geometry.core_distance(self.shape)
         planes = p.get("planes", jnp.zeros((1, 4), p["size"].dtype))
         gap, normal, point = geometry.ball_against_core(
@@ -434,12 +474,12 @@ class ParticleBody(ContactTerm):
         return gap[None], normal[None], point[None]
 
     def elements(self, model, state, control, stages):
-        body, particle, used = _pair_slots(self, stages, model.n_body, model.n_body)
-        params = {**_body_geometry(model, body, self.shape),
+        geom, particle, used = _pair_slots(self, stages, len(model.geom.shape))
+        params = {**_geometry(model, geom, self.shape, self.placed),
                   "radius": model.particle.radius[jnp.maximum(particle, 0)],
                   **_combined(_surface(model.particle, jnp.maximum(particle, 0)),
-                              _surface(model.geom, jnp.maximum(body, 0)))}
-        body = jnp.where(used, body, -1)
+                              _surface(model.geom, jnp.maximum(geom, 0)))}
+        body = _geom_body(model, jnp.where(used, geom, -1))
         return _finish(self, model, state, body[:, None], particle[:, None], params,
                        _shared(model), used[:, None], slots=not self.pairs)
 
@@ -459,9 +499,9 @@ def pair_terms(shape_a, shape_b):
 
 @dataclasses.dataclass(frozen=True)
 class BodyPair(ContactTerm):
-    """Bodies of shapes (shape_a <= shape_b) against each other (`pair_terms`): each side's
-    points against the other's core, capsule segments, one frozen edge-edge row. Static pairs
-    (small scenes) or broad-phase slots."""
+    """Geoms of shapes (shape_a <= shape_b) on two bodies against each other (`pair_terms`):
+    each side's points against the other's core, capsule segments, one frozen edge-edge
+    row. Static pairs of geoms (small scenes) or broad-phase slots."""
 
     shape_a: int
     shape_b: int
@@ -470,8 +510,10 @@ class BodyPair(ContactTerm):
     capacity: int = 0
     sweep: object = None
     n_vertices: int = 0
+    placed: bool = False
     n_bodies = 2
     side_b = ("body", 1)
+    geom_slots = ((0, "_a"), (1, "_b"))
 
     @property
     def name(self):
@@ -504,7 +546,7 @@ class BodyPair(ContactTerm):
         shape = self.shape_a if part == "a" else self.shape_b
         return geometry.proxy_count(shape, self.n_vertices)
 
-    def frames(self, x, p, shared):
+    def collide(self, x, p, shared):
         gaps, normals, points = [], [], []
         for part in self.parts:
             if part == "segments":
@@ -542,9 +584,9 @@ class BodyPair(ContactTerm):
         return jnp.concatenate(gaps), jnp.concatenate(normals), jnp.concatenate(points)
 
     def elements(self, model, state, control, stages):
-        a, b, used = _pair_slots(self, stages, model.n_body)
-        params = {**_body_geometry(model, a, self.shape_a, "_a"),
-                  **_body_geometry(model, b, self.shape_b, "_b"),
+        a, b, used = _pair_slots(self, stages)
+        params = {**_geometry(model, a, self.shape_a, self.placed, "_a"),
+                  **_geometry(model, b, self.shape_b, self.placed, "_b"),
                   **_combined(_surface(model.geom, jnp.maximum(a, 0)),
                               _surface(model.geom, jnp.maximum(b, 0)))}
         masks = []
@@ -556,26 +598,28 @@ class BodyPair(ContactTerm):
                 masks.append(jax.vmap(lambda p, s=shape, k=suffix, c=c:
                                       _proxy_mask(s, p, k, c))(params))
             elif part == "edges":
-                valid, edge, sign = self._edge_pairings(state, params, a, b)
+                valid, edge, sign = self._edge_pairings(model, state, params, a, b)
                 params["edge"], params["edge_sign"] = edge, sign
                 masks.append(valid[:, None])
             else:
                 masks.append(jnp.ones((a.shape[0], 1), bool))
         rows_used = jnp.concatenate(masks, axis=1) & used[:, None]
-        bodies = jnp.stack([jnp.where(used, a, -1), jnp.where(used, b, -1)], axis=1)
+        bodies = jnp.stack([_geom_body(model, jnp.where(used, a, -1)),
+                            _geom_body(model, jnp.where(used, b, -1))], axis=1)
         return _finish(self, model, state, bodies, jnp.zeros((a.shape[0], 0), jnp.int32),
                        params, _shared(model), rows_used, slots=not self.pairs)
 
-    def _edge_pairings(self, state, params, a, b):
-        """`geometry.edge_pairing` of every element at the start of the step."""
-        a, b = jnp.maximum(a, 0), jnp.maximum(b, 0)
+    def _edge_pairings(self, model, state, params, a, b):
+        """`geometry.edge_pairing` of every element (geoms a, b) at the start of the step."""
+        (pos_a, quat_a), (pos_b, quat_b) = (
+            _geom_pose(model, state, g, params, k) for g, k in ((a, "_a"), (b, "_b")))
         half_a = jax.vmap(lambda s, r: geometry.core_half(self.shape_a, s, r))(
             params["size_a"], params["rounding_a"])
         half_b = jax.vmap(lambda s, r: geometry.core_half(self.shape_b, s, r))(
             params["size_b"], params["rounding_b"])
         pairing = jax.vmap(geometry.edge_pairing, in_axes=(0, 0, 0, None, 0, 0, 0, None))
-        return pairing(state.pos[a], state.quat[a], half_a, self.shape_a == Shape.BOX,
-                       state.pos[b], state.quat[b], half_b, self.shape_b == Shape.BOX)
+        return pairing(pos_a, quat_a, half_a, self.shape_a == Shape.BOX,
+                       pos_b, quat_b, half_b, self.shape_b == Shape.BOX)
 
 
 # --- inspecting the contact rows ----------------------------------------------------------------
