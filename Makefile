@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test test-all bench install clean
+.PHONY: demo test test-all bench install clean docs browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +19,18 @@ $(TEST_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,rl]"
 	touch $(TEST_STAMP)
 
+# the viewer's tests (tests/test_viz.py) drive a headless Chromium: install it where it is
+# missing and apt-get can; without it those tests skip
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null 2>&1 && apt-get update -qq >/dev/null 2>&1 && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; } || \
+	  echo "chromium not installed (apt-get missing or not root): the viewer's browser tests skip"
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -25,10 +38,10 @@ demo: $(STAMP)
 
 # --dist loadfile: each test module runs in one worker, so its module fixtures (the compiled
 # programs they share) are built once rather than once per worker
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) browser
 	$(PY) -m pytest -m "not slow" -n auto --dist loadfile
 
-test-all: $(TEST_STAMP)
+test-all: $(TEST_STAMP) browser
 	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)
@@ -36,5 +49,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/gradient.py
 
+# the API reference from the docstrings (mkdocs.yml); --strict: any warning (a docstring
+# griffe cannot parse, a broken link or reference) fails the build
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .jax_cache results
+	rm -rf $(VENV) .jax_cache results site

@@ -1,11 +1,13 @@
 """jaxcontact: differentiable simulation of rigid bodies and particles in smoothed frictional
 contact."""
 
-from jaxcontact import control, domain, observe
+from jaxcontact import control, domain, observe, viz
 from jaxcontact.dofs import Local
+from jaxcontact.failure import SimulationError, SimulationWarning, check_rollout
 from jaxcontact.models import sdf
 from jaxcontact.models.broad_phase import BroadPhase
 from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
+from jaxcontact.parallel import batch_mesh, shard_batch
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
 from jaxcontact.solvers import Descent, Dual, Implicit, Newton, Unrolled
@@ -18,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Attachment", "Body", "BroadPhase", "Contact", "Control", "Descent", "Dual", "Geom",
     "Implicit", "Joint", "Local", "Model", "Motor", "Newton", "Particle", "Plane",
-    "RESULT_MESSAGES", "Result", "Scene", "Shape", "Spring", "State", "StepInfo", "Unrolled",
-    "control", "damping_to_restitution", "domain", "observe", "randomize", "rollout", "restitution_to_damping", "sdf", "step",
+    "RESULT_MESSAGES", "Result", "Scene", "Shape", "SimulationError", "SimulationWarning",
+    "Spring", "State", "StepInfo", "Unrolled", "batch_mesh", "check_rollout",
+    "control", "damping_to_restitution", "domain", "observe", "randomize", "rollout", "restitution_to_damping", "sdf", "shard_batch", "step", "viz",
 ]

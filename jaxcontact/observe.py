@@ -10,11 +10,17 @@ the features controllers are usually trained on, each as a 1-D array (or (N, k) 
                            jc.observe.time(state)])
 
 All are differentiable functions of the state (contact flags are booleans: no gradient).
+`contact_points` (and `contact_table`, its jittable fixed-size form) gives the contact rows
+themselves: world points, normals, gaps and normal forces (the viewer's overlay and plots).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxcontact import dofs, terms
 from jaxcontact.math import quat_rotate, quat_rotate_inverse, quat_to_mat
@@ -94,3 +100,94 @@ def contacts(model: Model, state: State, bodies=None, *, margin=0.0):
 def time(state: State):
     """The state's time as a 1-vector (s)."""
     return jnp.reshape(state.time, (1,))
+
+
+# --- contact points (the viewer's overlay, contact force plots) -------------------------------
+
+class ContactPoints(NamedTuple):
+    """Contact rows of a state: where, which way, how deep, how hard.
+
+    Attributes:
+      point:  (K, 3) world contact points, m.
+      normal: (K, 3) unit normals from side b into side a (up, out of the ground).
+      gap:    (K,) signed distances, m (negative: penetration).
+      force:  (K,) normal force magnitudes of the normal law, -ψ'(gap), N (the damping and
+              friction rows are not included).
+      active: (K,) bool, the row exists and its gap is <= the margin (`contact_table`; all
+              True in what `contact_points` returns).
+    """
+
+    point: jnp.ndarray
+    normal: jnp.ndarray
+    gap: jnp.ndarray
+    force: jnp.ndarray
+    active: jnp.ndarray
+
+
+def contact_table(model: Model, state: State, *, margin=0.0) -> ContactPoints:
+    """Every contact row of the step that starts at `state`, at that configuration: K is the
+    static number of rows of the model's contact terms (broad-phase slots and mesh padding
+    included, `active` False). Jittable and vmappable over states.
+
+    Args:
+      model: the scene.
+      state: one state (no time axis: vmap it over a trajectory).
+      margin: rows with gap <= margin (m) are `active`.
+
+    Returns:
+      A `ContactPoints` of K rows.
+    """
+    from jaxcontact.models import contacts as colliders
+    from jaxcontact.models.geometry import FAR
+
+    dtype = state.pos.dtype
+    control = Control.zeros(model.n_body, model.n_motor, dtype=dtype)
+    ctx = terms.prepare(model, state, control)
+    out = []
+    for term, el in zip(model.terms, ctx.elements):
+        if not (term.reports_gaps and hasattr(term, "frames")):
+            continue
+        size = dofs.local_size(term.n_bodies, term.n_particles)
+
+        def one(start, params, term=term, shared=el.shared, size=size):
+            x = dofs.local(start, jnp.zeros((size,), dtype), model.dt)
+            gap, normal, point = term.frames(x, params, shared)
+            used = params["used"]
+            gap = jnp.where(used, gap, FAR)
+            c = gap.shape[0]
+            stiffness = jnp.broadcast_to(params["stiffness"], (c,))
+            law, arg = colliders.normal_law(term.laws.normal, term.laws.power, shared, c)
+            force = -jax.vmap(jax.grad(law))(gap, stiffness, arg)
+            return point, normal, gap, jnp.where(used, force, 0.0), used
+
+        point, normal, gap, force, used = jax.vmap(one)(el.start, el.params)
+        out.append(ContactPoints(point.reshape(-1, 3), normal.reshape(-1, 3), gap.reshape(-1),
+                                 force.reshape(-1), used.reshape(-1) & (gap.reshape(-1)
+                                                                        <= margin)))
+    if not out:
+        empty = jnp.zeros((0,), dtype)
+        return ContactPoints(jnp.zeros((0, 3), dtype), jnp.zeros((0, 3), dtype), empty, empty,
+                             jnp.zeros((0,), bool))
+    return ContactPoints(*(jnp.concatenate(parts) for parts in zip(*out)))
+
+
+def contact_points(model: Model, state: State, *, margin=0.0) -> ContactPoints:
+    """The contact rows of `state` in contact (gap <= margin, m): world points (K, 3),
+    normals (K, 3), gaps (K,) and normal force magnitudes (K,) (`ContactPoints`), K the
+    number found. Not jittable (K depends on the state): use `contact_table` under `jit`.
+
+    Raises:
+      ValueError: `margin` not a number >= 0, or `state` with a time or batch axis.
+    """
+    if not (isinstance(margin, (int, float)) and margin >= 0.0):
+        raise ValueError(f"margin must be a number >= 0, got {margin!r}")
+    if jnp.ndim(state.pos) != 2:
+        raise ValueError("state must be one state (pos of shape (N, 3)), got pos of shape "
+                         f"{jnp.shape(state.pos)}: index the time or batch axis first")
+    table = _contact_table(model, state, float(margin))
+    keep = np.flatnonzero(np.asarray(table.active))
+    return ContactPoints(*(x[keep] for x in table))
+
+
+_contact_table = jax.jit(lambda model, state, margin: contact_table(model, state, margin=margin),
+                         static_argnums=2)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcontact import dofs, terms
+from jaxcontact import dofs, failure, terms
 from jaxcontact.math import quat_normalize
 from jaxcontact.types import Control, Model, State, StepInfo
 
@@ -66,7 +66,7 @@ def step(model: Model, state: State, control: Control | None = None):
 
 def rollout(model: Model, state: State, controls: Control | None = None, *, steps=None,
             policy=None, policy_params=None, key=None, checkpoint=False, return_info=False,
-            return_controls=False):
+            return_controls=False, on_failure="ignore"):
     """Run `step` repeatedly under `lax.scan`, open loop (controls) or closed loop (policy).
 
     Args:
@@ -84,6 +84,26 @@ def rollout(model: Model, state: State, controls: Control | None = None, *, step
       return_info: also return the per-step `StepInfo` (leading time axis).
       return_controls: also return the controls applied (a `Control` with a time axis: what
         the policy chose, or `controls`).
+      on_failure: what to do when a step fails (`jaxcontact.failure`): its solve did not
+        converge (`StepInfo.converged` false), the broad phase overflowed, or the state after
+        it is not finite (NaN/inf, even where the solver reported convergence).
+        "ignore" (default, as before: check `infos` yourself; the program is unchanged),
+        "warn" or "raise". The check runs once per rollout, after the scan, on the first
+        failing step; its message names that step's index into `traj`/`infos`, the state's
+        time after it, its `StepInfo` values and `jc.RESULT_MESSAGES` text, and the number
+        of failing steps (under `vmap`: the failing batch members' indices, each described).
+        Not jitted, "warn" warns `jc.SimulationWarning` (a RuntimeWarning) and "raise"
+        raises `jc.SimulationError` (a RuntimeError), at the call. Under `jax.jit` (and
+        `vmap`, `grad`: traced values) one `jax.debug.callback` in the compiled program
+        checks when the program runs: "warn" emits the same `SimulationWarning`, during the
+        call on CPU and asynchronously on accelerators (`jax.effects_barrier()` waits for
+        it); with "raise" the call fails with `jax.errors.JaxRuntimeError` (a RuntimeError:
+        XLA does not rethrow the callback's exception type) whose message ends with
+        "SimulationError: <the message>", and JAX logs the callback's traceback. For a
+        typed `SimulationError` from a jitted rollout, jit it with `return_info=True` and
+        call `jc.check_rollout(traj, infos)` on its outputs. (`checkify` would need
+        `checkify.checkify` around every jitted call.) Gradients are unchanged: the check's
+        inputs carry none.
 
     Returns:
       (final, traj), then infos if `return_info`, then controls if `return_controls`; traj
@@ -93,8 +113,13 @@ def rollout(model: Model, state: State, controls: Control | None = None, *, step
       ValueError: steps missing or not a positive int, controls without a time axis or of
         another length than `steps`, controls and a policy both given, a policy that is not
         callable, `key` without a policy, or a policy returning anything but a `Control` of
-        the model's shapes (the message names the returned field and its shape).
+        the model's shapes (the message names the returned field and its shape), or an
+        `on_failure` other than "ignore", "warn", "raise".
+      SimulationError: on_failure="raise" and a step failed, outside jit (module
+        `jaxcontact.failure`; under jit a JaxRuntimeError carrying its message, above).
     """
+    failure.check_on_failure(on_failure)
+    report = on_failure != "ignore"
     if policy is not None:
         if controls is not None:
             raise ValueError("give controls (open loop) or a policy (closed loop), not both")
@@ -119,19 +144,21 @@ def rollout(model: Model, state: State, controls: Control | None = None, *, step
             if c is None:
                 c = Control.zeros(model.n_body, model.n_motor, dtype=s.pos.dtype)
             s, info = step(model, s, c)
-            return s, (s, info, c)
+            return s, (s, info, c) + ((failure.state_finite(s),) if report else ())
         xs = controls
     else:
         def body(s, t):
             c = policy_control(policy, policy_params, s, model,
                                None if key is None else jax.random.fold_in(key, t))
             s, info = step(model, s, c)
-            return s, (s, info, c)
+            return s, (s, info, c) + ((failure.state_finite(s),) if report else ())
         xs = jnp.arange(steps)
 
     if checkpoint:
         body = jax.checkpoint(body)
-    final, (traj, infos, applied) = jax.lax.scan(body, state, xs, length=steps)
+    final, (traj, infos, applied, *finite) = jax.lax.scan(body, state, xs, length=steps)
+    if report:
+        failure.report(on_failure, steps, finite[0], infos, traj.time)
     return ((final, traj) + ((infos,) if return_info else ())
             + ((applied,) if return_controls else ()))
 
