@@ -64,6 +64,7 @@ class GeomRecord:
     damping: float
     rounding: float = 0.0
     mesh: int = -1
+    collide: bool = True  # False: drawn and carried, never in contact
 
 
 @dataclasses.dataclass
@@ -420,7 +421,7 @@ class Scene:
 
     def add_geom(self, body, kind, *, radius=None, half_size=None, half_length=None,
                  vertices=None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), rounding=None,
-                 friction=None, stiffness=None, damping=None) -> int:
+                 friction=None, stiffness=None, damping=None, collide=True) -> int:
         """Attach a collision shape to `body` at a pose given in WORLD coordinates at the
         bodies' current poses (as for joints), stored in the body's frame. Returns its geom
         index. The geom adds no mass (`add_body` gives the body's inertia); geoms of one body
@@ -433,8 +434,11 @@ class Scene:
             "mesh" (`vertices` (V, 3) in the geom's frame: their convex hull).
           pos, quat: the geom's frame in the world, m and (w, x, y, z).
           friction, stiffness, damping: its surface parameters (default: the scene's).
+          collide: False for a shape that is only drawn (`jc.viz`) and never touches
+            anything (MJCF's contype = conaffinity = 0).
         """
         b = self._body_index("body", body, world=False)
+        check.boolean("collide", collide)
         check.choice("kind", kind, ("sphere", "box", "capsule", "mesh"))
         given = {"radius": radius, "half_size": half_size, "half_length": half_length,
                  "vertices": vertices, "rounding": rounding}
@@ -463,7 +467,8 @@ class Scene:
             self._meshes.append(MeshRecord(hull, planes, volume, moments))
             mesh = len(self._meshes) - 1
         self._geoms.append(GeomRecord(b, shape, size, local_pos, local_quat,
-                                      rounding=rounding_value, mesh=mesh, **surface))
+                                      rounding=rounding_value, mesh=mesh, collide=collide,
+                                      **surface))
         return len(self._geoms) - 1
 
     def add_particle(self, mass, pos, vel=(0.0, 0.0, 0.0), *, radius=0.0, friction=None,
@@ -730,8 +735,8 @@ class Scene:
         """The colliders: every kind pair present, with static element tables (of geoms) or
         broad-phase slots (decided here, once)."""
         geoms = self._geoms
-        shapes = sorted({g.shape for g in geoms})
-        by_shape = {sh: tuple(i for i, g in enumerate(geoms) if g.shape == sh)
+        shapes = sorted({g.shape for g in geoms if g.collide})
+        by_shape = {sh: tuple(i for i, g in enumerate(geoms) if g.shape == sh and g.collide)
                     for sh in shapes}
         n_vertices = max((len(m.vertices) for m in self._meshes), default=0)
         # geoms placed off their bodies' centres of mass, or not one geom per body
@@ -781,7 +786,9 @@ class Scene:
         if not brute and universe:
             n = len(geoms)
             objects = n + len(particles)
-            kinds = tuple(int(g.shape) for g in geoms) + (PARTICLE,) * len(particles)
+            # a geom that never collides has a kind of no group: never a candidate
+            kinds = (tuple(int(g.shape) if g.collide else -1 for g in geoms)
+                     + (PARTICLE,) * len(particles))
             of_body = [[] for _ in self._bodies]
             for g, geom in enumerate(geoms):
                 of_body[geom.body].append(g)

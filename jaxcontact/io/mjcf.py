@@ -1,0 +1,346 @@
+"""MJCF (MuJoCo's XML format) to `jc.Scene`, through MuJoCo's own compiler.
+
+The file is compiled by the `mujoco` package, so defaults classes, frames, `fromto`, mesh
+centring and inertias from geoms are MuJoCo's; the compiled `mjModel` and the forward
+kinematics of one `mjData` at the chosen configuration give every world pose. Then:
+
+- Bodies welded together (no joint between them) become one compound body: masses add, the
+  centre of mass is the mass-weighted mean, inertias combine by the parallel-axis theorem
+  (what MuJoCo does for a welded subtree), and each member's geoms become `add_geom`s.
+- A body's joints become soft joints (`Scene.add_joint`, ADD §5.3) to its parent: hinge,
+  slide ("slider") and ball; a free joint is a free body. Several joints on one body
+  (MuJoCo composes them in series, e.g. the planar root x / z / pitch of hopper and half
+  cheetah) become a chain of light bodies (`chain_mass` of the body's mass) joined by one
+  joint each. Hinge and slide ranges become limits, joint damping the joints' damping.
+- Position actuators on hinges become motors (`Scene.add_motor`: kp, kv as kd).
+- Geoms: sphere, capsule, box and mesh on bodies; planes of the world body as ground planes.
+  contype / conaffinity: a geom that can touch nothing is drawn but never collides; body
+  pairs none of whose geoms may touch, `<exclude>` pairs and parent-child pairs (MuJoCo's
+  filterparent) never collide. Friction is the geom's sliding coefficient (pairs take the
+  mean, MuJoCo the max); contact stiffness and damping are penalty parameters of ours, not
+  MuJoCo's solref / solimp: give them as arguments.
+
+Everything else that changes the physics (cylinders, ellipsoids, height fields, tendons,
+equality constraints, other actuators, joint springs, armature, friction loss, static world
+geoms other than planes, explicit contact pairs, fluid forces) is listed in one `MjcfWarning`
+(or a ValueError with `unsupported="raise"`): nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+
+import numpy as np
+
+from jaxcontact import validate as check
+from jaxcontact.scene import Scene, _mat_to_quat
+
+
+class MjcfWarning(UserWarning):
+    """Parts of an MJCF model that were not imported."""
+
+
+@dataclasses.dataclass
+class MjcfImport:
+    """What `load_mjcf` mapped to what.
+
+    Attributes:
+      body: MuJoCo body name (or "body<i>") -> our body index (welded bodies share one).
+      joint: MuJoCo joint name -> our joint index (free joints map to nothing).
+      motor: MuJoCo actuator name -> our motor index (`Control.motor[i]`).
+      motor_offset: (M,) MuJoCo's joint coordinate at build time of each motor's hinge, rad:
+        our hinge angle is 0 at build, so a MuJoCo `ctrl` is the target `ctrl - offset`.
+      geom: MuJoCo geom id -> our geom index (or -1: a world plane or not imported).
+      skipped: one line per part not imported (also the warning's text).
+      mj_model: the compiled `mujoco.MjModel`.
+    """
+
+    body: dict
+    joint: dict
+    motor: dict
+    motor_offset: np.ndarray
+    geom: dict
+    skipped: list
+    mj_model: object
+
+
+def _mujoco():
+    try:
+        import mujoco
+    except ImportError:
+        raise ImportError("MJCF import compiles the file with MuJoCo: pip install "
+                          "'jaxcontact[mjcf]' (the `mujoco` package)") from None
+    return mujoco
+
+
+def _compile(mujoco, source):
+    """The compiled MjModel of a path or of XML text."""
+    if isinstance(source, os.PathLike) or (isinstance(source, str)
+                                           and not source.lstrip().startswith("<")):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise ValueError(f"source must be an MJCF file or its XML text, got {source!r} "
+                             "(no such file)")
+        compile_, what = mujoco.MjModel.from_xml_path, path
+    elif isinstance(source, str):
+        compile_, what = mujoco.MjModel.from_xml_string, source
+    else:
+        raise ValueError(f"source must be an MJCF file path or its XML text, got {source!r}")
+    try:
+        return compile_(what)
+    except ValueError as error:   # MuJoCo's compiler errors
+        raise ValueError(f"source: MuJoCo could not compile the model: {error}") from None
+
+
+def _name(mujoco, m, kind, i):
+    return mujoco.mj_id2name(m, kind, i) or f"{kind.name[6:].lower()}{i}"
+
+
+def _combined_inertia(masses, centres, rotations, moments):
+    """(mass, centre, principal moments, principal axes) of rigidly joined bodies: the
+    parallel-axis theorem, I = Σ R_i diag(I_i) R_iᵀ + m_i (|d_i|² E - d_i d_iᵀ)."""
+    mass = float(np.sum(masses))
+    centre = np.einsum("i,ij->j", masses, centres) / mass
+    tensor = np.zeros((3, 3))
+    for m_i, c_i, r_i, i_i in zip(masses, centres, rotations, moments):
+        d = c_i - centre
+        tensor += r_i @ np.diag(i_i) @ r_i.T + m_i * (d @ d * np.eye(3) - np.outer(d, d))
+    values, axes = np.linalg.eigh(0.5 * (tensor + tensor.T))
+    if np.linalg.det(axes) < 0:
+        axes[:, 2] = -axes[:, 2]
+    return mass, centre, values, axes
+
+
+def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=None,
+              joint_stiffness=None, chain_mass=0.01, unsupported="warn"):
+    """Build a `jc.Scene` from an MJCF model, and report what was mapped (`MjcfImport`).
+
+    Args:
+      source: a path to an MJCF file, or its XML text.
+      dt: the time step, s (default: the file's `timestep`).
+      qpos, qvel: MuJoCo's generalized position (nq,) and velocity (nv,) of the initial
+        state (default: the model's qpos0, at rest). Joint angles and motor targets of ours
+        are 0 at this configuration (`MjcfImport.motor_offset`); limits are shifted to match.
+      stiffness, damping: contact penalty stiffness (N/m) and damping (N s/m) of every geom
+        and plane (default: `jc.Scene`'s).
+      joint_stiffness: k of the joints' position rows, N/m (angular rows: k ℓ² N m/rad, ℓ
+        MuJoCo's model extent; limits, which have no damping, 10 k ℓ² or 10 k). Default: the total weight over 1e-3 ℓ (a sag of at most about 1e-3 ℓ).
+      chain_mass: mass (and inertia) of each light body that carries one of several joints
+        of a body, as a fraction of that body's (> 0, < 1).
+      unsupported: "warn" (an `MjcfWarning` listing what was not imported) or "raise"
+        (a ValueError listing it).
+
+    Returns:
+      (scene, MjcfImport).
+
+    Raises:
+      ImportError: the `mujoco` package is missing.
+      ValueError: a bad argument, a file MuJoCo cannot compile, or with unsupported="raise"
+        anything not imported.
+    """
+    mujoco = _mujoco()
+    check.choice("unsupported", unsupported, ("warn", "raise"))
+    chain_mass = check.number("chain_mass", chain_mass, positive=True, high=0.999)
+    m = _compile(mujoco, source)
+    d = mujoco.MjData(m)
+    for name, value, size, target in (("qpos", qpos, m.nq, d.qpos), ("qvel", qvel, m.nv, d.qvel)):
+        if value is not None:
+            target[:] = check.vector(name, value, size)
+    mujoco.mj_forward(m, d)
+    obj, geom_t, joint_t = mujoco.mjtObj, mujoco.mjtGeom, mujoco.mjtJoint
+    skipped = []
+
+    gravity = np.asarray(m.opt.gravity, float)
+    extent = float(m.stat.extent)
+    if joint_stiffness is None:
+        weight = float(np.sum(m.body_mass)) * max(float(np.linalg.norm(gravity)), 9.81)
+        joint_stiffness = weight / (1e-3 * extent)
+    joint_stiffness = check.number("joint_stiffness", joint_stiffness, positive=True)
+    surface = {k: v for k, v in (("stiffness", stiffness), ("damping", damping))
+               if v is not None}
+    scene = Scene(dt=m.opt.timestep if dt is None else dt, gravity=gravity, **surface)
+
+    # --- bodies: one per weld group ------------------------------------------------------------
+    root = np.asarray(m.body_weldid)
+    groups = {int(r): [b for b in range(m.nbody) if root[b] == r]
+              for r in sorted(set(root.tolist()) - {0})}
+    ours, body_map, props = {}, {}, {}
+    for r, members in groups.items():
+        mass, centre, moments, axes = _combined_inertia(
+            m.body_mass[members], d.xipos[members], d.ximat[members].reshape(-1, 3, 3),
+            m.body_inertia[members])
+        if mass <= 0.0:
+            raise ValueError(f"source: body {_name(mujoco, m, obj.mjOBJ_BODY, r)!r} moves "
+                             "but has no mass")
+        moments = np.maximum(moments, 1e-12 * max(float(np.max(moments)), 1e-12))
+        # velocity of the centre of mass from MuJoCo's (angular, linear) at the body origin
+        spatial = np.zeros(6)
+        mujoco.mj_objectVelocity(m, d, obj.mjOBJ_BODY, r, spatial, 0)
+        ang_vel = spatial[:3]
+        vel = spatial[3:] + np.cross(ang_vel, centre - d.xpos[r])
+        props[r] = dict(pos=centre, quat=_mat_to_quat(axes), vel=vel, ang_vel=ang_vel)
+        ours[r] = scene.add_body(mass, moments, **props[r])
+        props[r].update(mass=mass, inertia=moments)
+        for b in members:
+            body_map[_name(mujoco, m, obj.mjOBJ_BODY, b)] = ours[r]
+
+    def group_of(body):
+        return ours.get(int(root[body]), -1)
+
+    # --- joints -------------------------------------------------------------------------------
+    angular = joint_stiffness * extent ** 2
+    kinds = {int(joint_t.mjJNT_HINGE): "hinge", int(joint_t.mjJNT_SLIDE): "slider",
+             int(joint_t.mjJNT_BALL): "ball"}
+    joint_map, of_mj_joint, build_q = {}, {}, {}
+    for r in groups:
+        joints = [j for j in range(m.njnt) if m.jnt_bodyid[j] == r]
+        if [int(m.jnt_type[j]) for j in joints] == [int(joint_t.mjJNT_FREE)]:
+            continue
+        parent = group_of(m.body_parentid[r])
+        body = ours[r]
+        previous = parent
+        for n, j in enumerate(joints):
+            name = _name(mujoco, m, obj.mjOBJ_JOINT, j)
+            kind = kinds.get(int(m.jnt_type[j]))
+            if kind is None:
+                raise ValueError(f"source: joint {name!r} is free but its body has other "
+                                 "joints")
+            if n < len(joints) - 1:      # a light body carries this joint of the chain
+                p = props[r]
+                carrier = scene.add_body(chain_mass * p["mass"], chain_mass * p["inertia"],
+                                         pos=p["pos"], quat=p["quat"], vel=p["vel"],
+                                         ang_vel=p["ang_vel"])
+            else:
+                carrier = body
+            dof = m.jnt_dofadr[j]
+            q = float(d.qpos[m.jnt_qposadr[j]]) if kind != "ball" else 0.0
+            build_q[j] = q
+            limit = None
+            if m.jnt_limited[j] and kind != "ball":
+                limit = np.asarray(m.jnt_range[j], float) - q
+                if kind == "hinge" and (limit[0] < -np.pi or limit[1] > np.pi):
+                    skipped.append(f"joint {name!r}: range beyond ±180° from the initial "
+                                   "angle, clipped to ±180°")
+                    limit = np.clip(limit, -np.pi, np.pi)
+            elif m.jnt_limited[j]:
+                skipped.append(f"joint {name!r}: ball joint range (a cone) not imported")
+            for what, value in (("stiffness (a joint spring)", m.jnt_stiffness[j]),
+                                ("armature", m.dof_armature[dof]),
+                                ("frictionloss", m.dof_frictionloss[dof])):
+                if value != 0.0:
+                    skipped.append(f"joint {name!r}: {what} {value:g} not imported")
+            # side a is the child: our θ (a relative to b) is then MuJoCo's q - q_build
+            joint_map[name] = scene.add_joint(
+                kind, carrier, previous, anchor=d.xanchor[j], axis=d.xaxis[j],
+                stiffness=joint_stiffness, angular_stiffness=angular,
+                damping=float(m.dof_damping[dof]),
+                limit=None if limit is None else tuple(limit),
+                limit_stiffness=None if limit is None else 10.0 * (
+                    angular if kind == "hinge" else joint_stiffness))
+            of_mj_joint[j] = joint_map[name]
+            previous = carrier
+        if parent >= 0 and not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT:
+            scene.exclude_pair(parent, body)     # MuJoCo's filterparent
+
+    # --- geoms --------------------------------------------------------------------------------
+    shapes = {int(geom_t.mjGEOM_SPHERE): "sphere", int(geom_t.mjGEOM_CAPSULE): "capsule",
+              int(geom_t.mjGEOM_BOX): "box", int(geom_t.mjGEOM_MESH): "mesh"}
+    geom_map, masks = {}, {}
+    for g in range(m.ngeom):
+        name = _name(mujoco, m, obj.mjOBJ_GEOM, g)
+        kind, body = int(m.geom_type[g]), group_of(m.geom_bodyid[g])
+        collides = bool(m.geom_contype[g] or m.geom_conaffinity[g])
+        geom_map[g] = -1
+        friction = float(m.geom_friction[g, 0])
+        rotation = d.geom_xmat[g].reshape(3, 3)
+        if kind == int(geom_t.mjGEOM_PLANE):
+            if body >= 0:
+                skipped.append(f"geom {name!r}: a plane on a moving body")
+            elif collides:
+                scene.add_plane(rotation[:, 2], float(rotation[:, 2] @ d.geom_xpos[g]),
+                                friction=friction)
+            continue
+        if kind not in shapes:
+            if collides or body >= 0:
+                skipped.append(f"geom {name!r}: type {geom_t(kind).name[7:].lower()} is not "
+                               "supported (sphere, capsule, box, mesh, plane)")
+            continue
+        if body < 0:
+            if collides:
+                skipped.append(f"geom {name!r}: a static {shapes[kind]} of the world body (only "
+                               "planes; use a plane or jc.sdf obstacle)")
+            continue
+        size = m.geom_size[g]
+        extra = {"sphere": lambda: {"radius": size[0]},
+                 "capsule": lambda: {"radius": size[0], "half_length": size[1]},
+                 "box": lambda: {"half_size": tuple(size)},
+                 "mesh": lambda: {"vertices": m.mesh_vert[
+                     m.mesh_vertadr[m.geom_dataid[g]]:
+                     m.mesh_vertadr[m.geom_dataid[g]] + m.mesh_vertnum[m.geom_dataid[g]]]}}
+        geom_map[g] = scene.add_geom(body, shapes[kind], pos=d.geom_xpos[g],
+                                     quat=_mat_to_quat(rotation), friction=friction,
+                                     collide=collides, **extra[shapes[kind]]())
+        if collides:
+            masks.setdefault(body, []).append((int(m.geom_contype[g]),
+                                               int(m.geom_conaffinity[g])))
+
+    # --- which body pairs may touch -------------------------------------------------------------
+    bodies = sorted(masks)
+    for i, a in enumerate(bodies):
+        for b in bodies[i + 1:]:
+            if not any((ta & cb) or (tb & ca) for ta, ca in masks[a] for tb, cb in masks[b]):
+                scene.exclude_pair(a, b)
+    for k in range(m.nexclude):
+        signature = int(m.exclude_signature[k])
+        a, b = group_of(signature >> 16), group_of(signature & 0xFFFF)
+        if a >= 0 and b >= 0 and a != b:
+            scene.exclude_pair(a, b)
+
+    # --- actuators ------------------------------------------------------------------------------
+    motor_map, offsets = {}, []
+    for a in range(m.nu):
+        name = _name(mujoco, m, obj.mjOBJ_ACTUATOR, a)
+        j = int(m.actuator_trnid[a, 0])
+        kp, bias = float(m.actuator_gainprm[a, 0]), m.actuator_biasprm[a]
+        position = (m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+                    and m.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
+                    and m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_AFFINE
+                    and kp > 0 and bias[0] == 0 and np.isclose(bias[1], -kp)
+                    and m.actuator_gear[a, 0] == 1.0 and j in of_mj_joint
+                    and int(m.jnt_type[j]) == int(joint_t.mjJNT_HINGE))
+        if not position:
+            skipped.append(f"actuator {name!r}: only position actuators (gear 1) on hinge "
+                           "joints are imported (as motors)")
+            continue
+        motor_map[name] = scene.add_motor(of_mj_joint[j], kp, -float(bias[2]))
+        offsets.append(build_q[j])
+
+    # --- the rest of the model ------------------------------------------------------------------
+    for count, what in ((m.ntendon, "tendon(s)"), (m.neq, "equality constraint(s)"),
+                        (m.npair, "explicit contact pair(s) (<contact><pair>)")):
+        if count:
+            skipped.append(f"{count} {what} not imported")
+    if m.opt.density or m.opt.viscosity or np.any(m.opt.wind):
+        skipped.append("fluid forces (density, viscosity, wind) not imported")
+
+    if skipped:
+        message = "MJCF: not imported:\n  " + "\n  ".join(skipped)
+        if unsupported == "raise":
+            raise ValueError(message)
+        warnings.warn(message, MjcfWarning, stacklevel=3)
+    return scene, MjcfImport(body=body_map, joint=joint_map, motor=motor_map,
+                             motor_offset=np.asarray(offsets, float), geom=geom_map,
+                             skipped=skipped, mj_model=m)
+
+
+def from_mjcf(path_or_xml, **options) -> Scene:
+    """A `jc.Scene` of an MJCF model (a file path or its XML text): `load_mjcf`'s scene.
+
+    Example:
+      scene = jc.io.from_mjcf("pendulum.xml")
+      model, state = scene.build()
+      final, traj = jc.rollout(model, state, steps=500)
+    """
+    return load_mjcf(path_or_xml, **options)[0]
