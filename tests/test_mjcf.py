@@ -28,13 +28,16 @@ def _assets():
     return os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
 
 
-def _mujoco_run(source, qpos, seconds, dt):
-    """MuJoCo's own rollout of the same file (its integrator, time step `dt`): (t, qpos)."""
+def _mujoco_run(source, qpos, seconds, dt, ctrl=None):
+    """MuJoCo's own rollout of the same file (its integrator, time step `dt`, constant
+    `ctrl`): (t, qpos)."""
     m = (mujoco.MjModel.from_xml_string(source) if source.lstrip().startswith("<")
          else mujoco.MjModel.from_xml_path(source))
     m.opt.timestep = dt
     d = mujoco.MjData(m)
     d.qpos[:] = qpos
+    if ctrl is not None:
+        d.ctrl[:] = ctrl
     mujoco.mj_forward(m, d)
     t, q = [], []
     for _ in range(int(round(seconds / dt))):
@@ -103,14 +106,17 @@ def test_gymnasium_cartpole_matches_mujoco():
     ("half_cheetah", 7, 9, 8)])
 def test_gymnasium_models_load_with_mujoco_masses(name, bodies, joints, moving_geoms):
     """Every moving body's mass is kept (welded bodies merged, several joints on one body
-    carried by light chain bodies), every geom of a moving body is imported, and what is not
-    imported (armature, torque actuators, ...) is named in the warning."""
+    carried by light chain bodies), every geom of a moving body and every actuator (all
+    torque motors) is imported, and what is not (armature, joint springs) is named in the
+    warning."""
     path = os.path.join(_assets(), name + ".xml")
-    with pytest.warns(jc.io.MjcfWarning) as caught:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         scene, info = jc.io.load_mjcf(path)
-    text = str(caught[0].message)
+    text = "\n".join(str(w.message) for w in caught if w.category is jc.io.MjcfWarning)
     m = info.mj_model
-    assert "actuator" in text                   # all four drive joints with torque motors
+    assert "actuator" not in text and len(info.actuators) == m.nu
+    assert ("armature" in text) == bool(np.any(m.dof_armature))
     model, _ = scene.build()
     chain = model.n_body - len(set(info.body.values()))
     assert model.n_body - chain == bodies and len(info.joint) == joints
@@ -239,3 +245,51 @@ def test_planar_gymnasium_robots_fall_onto_the_floor(name):
     # measured 96 % (hopper) and 90 % (half_cheetah): the rest stall near the rounding
     # level at the iteration cap (issue 11, point 7)
     assert float(jnp.mean(infos.converged)) >= 0.85
+
+
+def test_torque_actuators_drive_like_mujoco():
+    """gymnasium's cart-pole driven by its slide motor (gear 100) at ctrl 0.3 from upright:
+    the cart accelerates and the pole falls back; cart position within 2 mm and pole angle
+    within 0.01 rad of MuJoCo's over 0.5 s; ctrl beyond ctrlrange (±3) is clamped."""
+    path = os.path.join(_assets(), "inverted_pendulum.xml")
+    t_mj, q_mj = _mujoco_run(path, [0.0, 0.0], 0.5, DT, ctrl=[0.3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jc.io.MjcfWarning)
+        scene, info = jc.io.load_mjcf(path, dt=DT)
+    model, state = scene.build()
+    control = info.control(model, state, jnp.array([0.3]))
+    cart, pole = info.body["cart"], info.body["pole"]
+    np.testing.assert_allclose(control.force[cart], [30.0, 0.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(control.force[pole], 0.0, atol=1e-12)
+    clamped = info.control(model, state, jnp.array([10.0]))
+    np.testing.assert_allclose(clamped.force[cart, 0], 300.0)
+    _, traj = jax.jit(lambda m, s: jc.rollout(
+        m, s, steps=int(round(0.5 / DT)),
+        policy=lambda p, x: info.control(m, x, p), policy_params=jnp.array([0.3])))(
+            model, state)
+    pos, t = np.asarray(traj.pos), np.asarray(traj.time)
+    lever = pos[:, pole] - pos[:, cart]
+    angle = np.arctan2(lever[:, 0], lever[:, 2]) - np.arctan2(0.001, 0.6)
+    assert q_mj[-1, 0] > 0.1 and q_mj[-1, 1] < -0.1
+    assert np.max(np.abs(pos[:, cart, 0] - np.interp(t, t_mj, q_mj[:, 0]))) < 2e-3
+    assert np.max(np.abs(angle - np.interp(t, t_mj, q_mj[:, 1]))) < 0.01
+
+
+def test_hinge_torque_actuator_matches_mujoco():
+    """The pendulum with a torque motor (gear 2) at ctrl 0.5, a constant 1 N m about the
+    hinge: angle within 0.015 rad of MuJoCo's over 1 s."""
+    xml = PENDULUM.replace("</mujoco>", '<actuator><motor name="m" joint="hinge" gear="2"/>'
+                                        "</actuator></mujoco>")
+    t_mj, q_mj = _mujoco_run(xml, [0.0], 1.0, DT, ctrl=[0.5])
+    scene, info = jc.io.load_mjcf(xml)
+    model, state = scene.build()
+    np.testing.assert_allclose(info.control(model, state, jnp.array([0.5])).torque[0],
+                               [0.0, 1.0, 0.0], atol=1e-12)
+    _, traj = jax.jit(lambda m, s: jc.rollout(
+        m, s, steps=int(round(1.0 / DT)),
+        policy=lambda p, x: info.control(m, x, p), policy_params=jnp.array([0.5])))(
+            model, state)
+    pos, t = np.asarray(traj.pos[:, 0]), np.asarray(traj.time)
+    angle = np.arctan2(-pos[:, 0], -(pos[:, 2] - 1.0))
+    assert np.max(np.abs(q_mj[:, 0])) > 0.2
+    assert np.max(np.abs(angle - np.interp(t, t_mj, q_mj[:, 0]))) < 0.015

@@ -12,7 +12,10 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   (MuJoCo composes them in series, e.g. the planar root x / z / pitch of hopper and half
   cheetah) become a chain of light bodies (`chain_mass` of the body's mass) joined by one
   joint each. Hinge and slide ranges become limits, joint damping the joints' damping.
-- Position actuators on hinges become motors (`Scene.add_motor`: kp, kv as kd).
+- Position actuators on hinges become motors (`Scene.add_motor`: kp, kv as kd); torque
+  actuators (`<motor>`: gain times gear times ctrl) on hinges and slides become joint
+  torques / forces between the two bodies, which `MjcfImport.control` computes from MuJoCo's
+  ctrl vector for each step.
 - Geoms: sphere, capsule, box and mesh on bodies; planes of the world body as ground planes.
   contype / conaffinity: a geom that can touch nothing is drawn but never collides; body
   pairs none of whose geoms may touch, `<exclude>` pairs and parent-child pairs (MuJoCo's
@@ -32,10 +35,13 @@ import dataclasses
 import os
 import warnings
 
+import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import validate as check
+from jaxcontact.math import quat_rotate
 from jaxcontact.scene import Scene, _mat_to_quat
+from jaxcontact.types import Control
 
 
 class MjcfWarning(UserWarning):
@@ -55,6 +61,9 @@ class MjcfImport:
       geom: MuJoCo geom id -> our geom index (or -1: a world plane or not imported).
       skipped: one line per part not imported (also the warning's text).
       mj_model: the compiled `mujoco.MjModel`.
+      actuators: per imported MuJoCo actuator, in MuJoCo's order: (actuator index, "motor"
+        with our motor index, or "hinge" / "slider" torque with our joint index and its
+        gain × gear), used by `control`.
     """
 
     body: dict
@@ -64,6 +73,46 @@ class MjcfImport:
     geom: dict
     skipped: list
     mj_model: object
+    actuators: tuple = ()
+
+    def control(self, model, state, ctrl) -> Control:
+        """Our `jc.Control` for MuJoCo's actuator inputs `ctrl` (nu,) at `state` (clamped
+        to ctrlrange where the actuator is ctrllimited): position actuators set their
+        motor's target (ctrl - `motor_offset`); a torque actuator on a hinge applies
+        g ctrl about the hinge axis to the child body and the opposite to the parent, on a
+        slide the force g ctrl along the axis at the joint anchor, with its reaction on the
+        parent (g: gain × gear). Differentiable in `ctrl` and `state`; jittable.
+        """
+        m = self.mj_model
+        ctrl = jnp.asarray(ctrl, state.pos.dtype)
+        if ctrl.shape != (m.nu,):
+            raise ValueError(f"ctrl must have shape ({m.nu},) (the model's actuators), got "
+                             f"{ctrl.shape}")
+        limited = np.asarray(m.actuator_ctrllimited, bool)
+        ranges = np.asarray(m.actuator_ctrlrange, float)
+        ctrl = jnp.where(limited, jnp.clip(ctrl, ranges[:, 0], ranges[:, 1]), ctrl)
+        n = model.n_body
+        force = jnp.zeros((n + 1, 3), ctrl.dtype)     # row n: the world, dropped
+        torque = jnp.zeros((n + 1, 3), ctrl.dtype)
+        motor = jnp.zeros((model.n_motor,), ctrl.dtype)
+        for a, kind, index, gain in self.actuators:
+            if kind == "motor":
+                motor = motor.at[index].set(ctrl[a] - self.motor_offset[index])
+                continue
+            child, parent = model.joint.body_a[index], model.joint.body_b[index]
+            axis = quat_rotate(state.quat[child], model.joint.axis_a[index])
+            value = gain * ctrl[a] * axis
+            other = parent if parent >= 0 else n
+            if kind == "hinge":
+                torque = torque.at[child].add(value).at[other].add(-value)
+                continue
+            anchor = state.pos[child] + quat_rotate(state.quat[child],
+                                                    model.joint.anchor_a[index])
+            force = force.at[child].add(value).at[other].add(-value)
+            torque = torque.at[child].add(jnp.cross(anchor - state.pos[child], value))
+            if parent >= 0:
+                torque = torque.at[parent].add(jnp.cross(anchor - state.pos[parent], -value))
+        return Control(force=force[:n], torque=torque[:n], motor=motor)
 
 
 def _mujoco():
@@ -299,7 +348,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             scene.exclude_pair(a, b)
 
     # --- actuators ------------------------------------------------------------------------------
-    motor_map, offsets = {}, []
+    motor_map, offsets, actuators = {}, [], []
     for a in range(m.nu):
         name = _name(mujoco, m, obj.mjOBJ_ACTUATOR, a)
         j = int(m.actuator_trnid[a, 0])
@@ -310,12 +359,22 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                     and kp > 0 and bias[0] == 0 and np.isclose(bias[1], -kp)
                     and m.actuator_gear[a, 0] == 1.0 and j in of_mj_joint
                     and int(m.jnt_type[j]) == int(joint_t.mjJNT_HINGE))
-        if not position:
-            skipped.append(f"actuator {name!r}: only position actuators (gear 1) on hinge "
-                           "joints are imported (as motors)")
-            continue
-        motor_map[name] = scene.add_motor(of_mj_joint[j], kp, -float(bias[2]))
-        offsets.append(build_q[j])
+        torque = (m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+                  and m.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
+                  and m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_NONE
+                  and j in of_mj_joint and np.all(m.actuator_gear[a, 1:] == 0)
+                  and int(m.jnt_type[j]) in (int(joint_t.mjJNT_HINGE),
+                                             int(joint_t.mjJNT_SLIDE)))
+        if position:
+            motor_map[name] = scene.add_motor(of_mj_joint[j], kp, -float(bias[2]))
+            actuators.append((a, "motor", motor_map[name], 1.0))
+            offsets.append(build_q[j])
+        elif torque:
+            kind = kinds[int(m.jnt_type[j])]
+            actuators.append((a, kind, of_mj_joint[j], kp * float(m.actuator_gear[a, 0])))
+        else:
+            skipped.append(f"actuator {name!r}: only position actuators (gear 1) on hinges and "
+                           "torque actuators on hinges and slides are imported")
 
     # --- the rest of the model ------------------------------------------------------------------
     for count, what in ((m.ntendon, "tendon(s)"), (m.neq, "equality constraint(s)"),
@@ -332,7 +391,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         warnings.warn(message, MjcfWarning, stacklevel=3)
     return scene, MjcfImport(body=body_map, joint=joint_map, motor=motor_map,
                              motor_offset=np.asarray(offsets, float), geom=geom_map,
-                             skipped=skipped, mj_model=m)
+                             skipped=skipped, mj_model=m, actuators=tuple(actuators))
 
 
 def from_mjcf(path_or_xml, **options) -> Scene:
