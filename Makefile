@@ -5,18 +5,21 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 DOCS_STAMP := $(VENV)/.installed-docs
+# pip quietly; PYTHONWARNINGS reaches the build backend, whose notice on every editable
+# install of a flat layout ("BuildBackendWarning: Editable installation ...") is not ours
+PIP := PYTHONWARNINGS=ignore $(PY) -m pip install --quiet
 
 .PHONY: demo test test-all bench install clean docs browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PIP) --upgrade pip
+	$(PIP) -e ".[test]"
 	touch $(STAMP)
 
 # the tests also run the optional integrations (Brax): CI installs them so those tests run
 $(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test,rl]"
+	$(PIP) -e ".[test,rl]"
 	touch $(TEST_STAMP)
 
 # the viewer's tests (tests/test_viz.py) drive a headless Chromium: install it where it is
@@ -28,7 +31,7 @@ browser:
 	  echo "chromium not installed (apt-get missing or not root): the viewer's browser tests skip"
 
 $(DOCS_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[docs]"
+	$(PIP) -e ".[docs]"
 	touch $(DOCS_STAMP)
 
 install: $(STAMP)
@@ -45,7 +48,7 @@ test-all: $(TEST_STAMP) browser
 	$(PY) -m pytest -n auto --dist loadfile
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PIP) -e ".[test,bench]"
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/gradient.py
 
