@@ -205,6 +205,8 @@ def _place(x, p, slots):
 
 def _geom_body(model, geom):
     """The body of each geom `geom` (E,), -1 where geom is -1 (an empty slot)."""
+    if model.geom.body == tuple(range(len(model.geom.body))):   # geom g is body g
+        return geom
     body = jnp.asarray(model.geom.body, jnp.int32)[jnp.maximum(geom, 0)]
     return jnp.where(geom >= 0, body, -1)
 
