@@ -108,6 +108,15 @@ def contact_force_totals(model, traj, *, scene=0, margin=0.0):
     return np.asarray(frames.time, float), force.sum(axis=-1)
 
 
+def _label(axis, ylabel, title):
+    """Axis labels over time, a title, the legend and a light grid."""
+    axis.set_xlabel("time (s)")
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
+    axis.legend(loc="best")
+    axis.grid(True, alpha=0.3)
+
+
 def plot_energy(model, traj, *, ax=None, path=None, scene=0):
     """Kinetic, gravitational potential and total energy over time (`energies`).
 
@@ -123,11 +132,7 @@ def plot_energy(model, traj, *, ax=None, path=None, scene=0):
     fig, (axis,) = _figure(ax)
     for name, style in (("kinetic", "-"), ("potential", "-"), ("total", "--")):
         axis.plot(values["time"], values[name], style, label=name)
-    axis.set_xlabel("time (s)")
-    axis.set_ylabel("energy (J)")
-    axis.set_title("Energy")
-    axis.legend(loc="best")
-    axis.grid(True, alpha=0.3)
+    _label(axis, "energy (J)", "Energy")
     return _save(fig, path)
 
 
@@ -146,11 +151,7 @@ def plot_contact_forces(model, traj, *, ax=None, path=None, scene=0, margin=0.0)
         np.linalg.norm(np.asarray(scene_model.gravity, float)))
     axis.plot(time, total, label="total normal force")
     axis.plot(time, np.full_like(time, weight), ":", color="0.4", label="weight")
-    axis.set_xlabel("time (s)")
-    axis.set_ylabel("force (N)")
-    axis.set_title("Contact normal force")
-    axis.legend(loc="best")
-    axis.grid(True, alpha=0.3)
+    _label(axis, "force (N)", "Contact normal force")
     return _save(fig, path)
 
 
