@@ -1,0 +1,21 @@
+"""Optimization through the simulator: trajectory optimization, continuation and system
+identification, on optax and JAX.
+
+    result = jc.optim.lbfgs(loss, x0)                      # scalar loss, L-BFGS (optax)
+    result = jc.optim.gauss_newton(residual, x0)           # ½|r|², forward sensitivities
+    stages = jc.optim.continuation(make_loss, x0, [100.0, 300.0, 1000.0])
+    found = jc.optim.fit(model, state, observed, ["geom.friction", "geom.stiffness"])
+    baseline = jc.optim.cmaes(loss, x0, sigma0=0.5)         # gradient-free, `cma` package
+
+Every optimizer returns an `OptimResult` that says whether it converged and why it stopped,
+and counts simulations (rollouts) the way the papers' comparisons do.
+"""
+
+from jaxcontact.optim.cmaes import cmaes
+from jaxcontact.optim.continuation import continuation
+from jaxcontact.optim.fit import FitResult, fit, forward_mode
+from jaxcontact.optim.lbfgs import lbfgs
+from jaxcontact.optim.least_squares import gauss_newton
+from jaxcontact.optim.result import OptimResult
+
+__all__ = ["FitResult", "OptimResult", "cmaes", "continuation", "fit", "forward_mode", "gauss_newton", "lbfgs"]

@@ -1,0 +1,166 @@
+"""System identification: model parameters (and initial state) from observed positions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from jaxcontact import validate as check
+from jaxcontact.optim.least_squares import gauss_newton
+from jaxcontact.solvers.adjoint import Implicit
+from jaxcontact.optim.result import OptimResult
+from jaxcontact.step import rollout
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What `fit` found.
+
+    Attributes:
+      params: name -> the estimate (the leaf's shape).
+      std: name -> its standard deviation from the Gauss-Newton covariance.
+      covariance: (n, n) over the flattened parameters in `params` order, physical units:
+        σ² (JᵀJ)⁻¹ with σ² = |r|² / (m - n) (m residuals, n parameters).
+      residual_rms: the root mean square position error at the estimate, m.
+      optim: the `OptimResult` of the Gauss-Newton solve (status, iterations, simulations).
+    """
+
+    params: dict
+    std: dict
+    covariance: np.ndarray
+    residual_rms: float
+    optim: OptimResult
+
+
+def _get(model, state, name):
+    root, _, path = name.partition(".")
+    obj = state if root == "state" else model
+    parts = path.split(".") if root in ("model", "state") else name.split(".")
+    for part in parts:
+        if not hasattr(obj, part):
+            raise ValueError(f"params: unknown parameter {name!r} (give a model leaf as "
+                             "'geom.friction', 'body.mass', ... or a state leaf as "
+                             "'state.vel')")
+        obj = getattr(obj, part)
+    if not isinstance(obj, jax.Array) or not jnp.issubdtype(obj.dtype, jnp.floating):
+        raise ValueError(f"params: {name!r} is not a float array leaf")
+    return obj
+
+
+def _set(model, state, name, value):
+    root, _, path = name.partition(".")
+    target_is_state = root == "state"
+    parts = (path if root in ("model", "state") else name).split(".")
+
+    def put(obj, parts):
+        if len(parts) == 1:
+            return obj.replace(**{parts[0]: value})
+        return obj.replace(**{parts[0]: put(getattr(obj, parts[0]), parts[1:])})
+
+    if target_is_state:
+        return model, put(state, parts)
+    return put(model, parts), state
+
+
+def forward_mode(model):
+    """`model` with its solver's implicit gradients in forward mode (`jc.Implicit(mode=
+    "forward")`, a `custom_jvp`), which `jax.jacfwd` through a rollout needs; unrolled
+    gradients and forward mode already are."""
+    rule = model.solver.gradients
+    if isinstance(rule, Implicit) and rule.mode == "reverse":
+        solver = dataclasses.replace(model.solver,
+                                     adjoint=dataclasses.replace(rule, mode="forward"))
+        return model.replace(solver=solver)
+    return model
+
+
+def fit(model, state, observed, params, *, mask=None, controls=None, max_iterations=20,
+        xtol=1e-10) -> FitResult:
+    """Identify model leaves (and initial-state leaves) from observed body positions.
+
+    The residual is the difference of the rollout's body positions and `observed` at every
+    step (where `mask` is true); Gauss-Newton / Levenberg-Marquardt (`gauss_newton`) with
+    forward-mode sensitivities through the rollout minimizes it (the model's implicit
+    gradients are switched to forward mode for this: `forward_mode`). Each parameter is solved
+    for relative to its starting value (x = θ / |θ₀|, or θ where θ₀ = 0), so stiffnesses of
+    1e5 and frictions of 0.5 are equally scaled.
+
+    Args:
+      model, state: the scene, with the starting guesses in the leaves to identify.
+      observed: (T, N, 3) body positions after each of T steps (`traj.pos` layout).
+      params: names of leaves to identify: model leaves as "geom.friction", "body.mass",
+        "plane.stiffness", ... and initial-state leaves as "state.vel", "state.pos".
+      mask: (T, N, 3) bool, the observed entries (partial observations), default all.
+      controls: a `jc.Control` with a time axis T (default: none).
+      max_iterations, xtol: as for `gauss_newton`.
+
+    Returns:
+      `FitResult`: estimates, standard deviations, covariance, residual and the solver's
+      result (its `converged` and `status` say whether it stopped on a tolerance).
+
+    Raises:
+      ValueError: `observed` of the wrong shape or not finite, a `mask` of another shape,
+        an unknown or non-float parameter name, or no parameters.
+    """
+    observed = jnp.asarray(observed)
+    if observed.ndim != 3 or observed.shape[1:] != state.pos.shape:
+        raise ValueError(f"observed must have shape (T, {state.pos.shape[0]}, 3) (body "
+                         f"positions after each step), got {observed.shape}")
+    if not bool(jnp.all(jnp.isfinite(observed))):
+        raise ValueError("observed must be finite (mark missing entries with mask=), got "
+                         f"{int(jnp.sum(~jnp.isfinite(observed)))} NaN or inf entries")
+    if mask is None:
+        mask = jnp.ones(observed.shape, bool)
+    mask = jnp.asarray(mask, bool)
+    if mask.shape != observed.shape:
+        raise ValueError(f"mask must have the shape of observed {observed.shape}, got "
+                         f"{mask.shape}")
+    if isinstance(params, str):
+        params = (params,)
+    params = tuple(params)
+    if not params:
+        raise ValueError("params must name at least one leaf, got none")
+    for name in params:
+        if not isinstance(name, str):
+            raise ValueError(f"params must be names (str), got {name!r}")
+    model = forward_mode(model)
+    start = {name: _get(model, state, name) for name in params}
+    scale = {name: jnp.where(jnp.abs(v) > 0, jnp.abs(v), 1.0) for name, v in start.items()}
+    steps = observed.shape[0]
+    check.integer("max_iterations", max_iterations, low=1)
+
+    def simulate(x):
+        m, s = model, state
+        for name in params:
+            m, s = _set(m, s, name, x[name] * scale[name])
+        _, traj = rollout(m, s, controls, steps=None if controls is not None else steps)
+        return traj.pos
+
+    def residual(x):
+        return jnp.where(mask, simulate(x) - observed, 0.0)
+
+    x0 = {name: start[name] / scale[name] for name in params}
+    result = gauss_newton(residual, x0, max_iterations=max_iterations, xtol=xtol)
+    estimate = {name: result.x[name] * scale[name] for name in params}
+    # covariance in physical units: the Jacobian with respect to θ = x · scale
+    flat_scale = jnp.concatenate([jnp.ravel(jnp.broadcast_to(scale[n], start[n].shape))
+                                  for n in params])
+    z, unravel = ravel_pytree(result.x)
+    jac = jax.jit(jax.jacfwd(lambda z: jnp.ravel(residual(unravel(z)))))(z) / flat_scale[None, :]
+    r = jnp.ravel(residual(result.x))
+    m_obs, n = int(jnp.sum(mask)), z.size
+    sigma2 = float(r @ r) / max(m_obs - n, 1)
+    covariance = np.asarray(sigma2 * jnp.linalg.pinv(jac.T @ jac))
+    std_flat = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    std, offset = {}, 0
+    for name in params:
+        size = int(np.size(start[name]))
+        std[name] = std_flat[offset:offset + size].reshape(np.shape(start[name]))
+        offset += size
+    rms = float(jnp.sqrt(jnp.sum(r * r) / max(m_obs, 1)))
+    return FitResult(params=estimate, std=std, covariance=covariance, residual_rms=rms,
+                     optim=result)
