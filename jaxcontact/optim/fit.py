@@ -79,7 +79,7 @@ def forward_mode(model):
 
 
 def fit(model, state, observed, params, *, mask=None, controls=None, max_iterations=20,
-        xtol=1e-10) -> FitResult:
+        xtol=1e-10, rtol=1e-9) -> FitResult:
     """Identify model leaves (and initial-state leaves) from observed body positions.
 
     The residual is the difference of the rollout's body positions and `observed` at every
@@ -96,7 +96,7 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
         "plane.stiffness", ... and initial-state leaves as "state.vel", "state.pos".
       mask: (T, N, 3) bool, the observed entries (partial observations), default all.
       controls: a `jc.Control` with a time axis T (default: none).
-      max_iterations, xtol: as for `gauss_newton`.
+      max_iterations, xtol, rtol: as for `gauss_newton`.
 
     Returns:
       `FitResult`: estimates, standard deviations, covariance, residual and the solver's
@@ -144,7 +144,7 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
         return jnp.where(mask, simulate(x) - observed, 0.0)
 
     x0 = {name: start[name] / scale[name] for name in params}
-    result = gauss_newton(residual, x0, max_iterations=max_iterations, xtol=xtol)
+    result = gauss_newton(residual, x0, max_iterations=max_iterations, xtol=xtol, rtol=rtol)
     estimate = {name: result.x[name] * scale[name] for name in params}
     # covariance in physical units: the Jacobian with respect to θ = x · scale
     flat_scale = jnp.concatenate([jnp.ravel(jnp.broadcast_to(scale[n], start[n].shape))

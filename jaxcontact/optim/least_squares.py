@@ -11,8 +11,8 @@ from jaxcontact import validate as check
 from jaxcontact.optim.result import OptimResult
 
 
-def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, ftol=0.0, gtol=0.0,
-                 damping=1e-3) -> OptimResult:
+def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol=0.0,
+                 gtol=0.0, damping=1e-3) -> OptimResult:
     """Minimize ½|r(x)|² with Levenberg-Marquardt steps.
 
     The Jacobian J = ∂r/∂x comes from forward-mode sensitivities (`jax.jacfwd`: through a
@@ -25,6 +25,8 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, ftol=0.0, gtol=
       x0: the start.
       max_iterations: cap on accepted and rejected steps together (> 0).
       xtol: stop once |δ| <= xtol (|x| + xtol).
+      rtol: stop once an accepted step lowers ½|r|² by at most rtol of it (the noise floor
+        of fitting noisy data).
       ftol: stop once ½|r|² <= ftol.
       gtol: stop once |Jᵀr| <= gtol.
       damping: the initial λ (>= 0; 0 starts as pure Gauss-Newton).
@@ -34,8 +36,8 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, ftol=0.0, gtol=
       its residual one).
     """
     max_iterations = check.integer("max_iterations", max_iterations, low=1)
-    xtol, ftol, gtol = (check.number(n, v, low=0) for n, v in
-                        (("xtol", xtol), ("ftol", ftol), ("gtol", gtol)))
+    xtol, rtol, ftol, gtol = (check.number(n, v, low=0) for n, v in
+                              (("xtol", xtol), ("rtol", rtol), ("ftol", ftol), ("gtol", gtol)))
     lam = check.number("damping", damping, low=0)
     z, unravel = ravel_pytree(x0)
 
@@ -65,10 +67,15 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, ftol=0.0, gtol=
             lam = lam / 10.0
             J, r = jacobian(z)
             simulations += 1
+            decrease = cost - new_cost
             cost, grad = 0.5 * float(r @ r), J.T @ r
             history.append(cost)
             if float(jnp.linalg.norm(step)) <= xtol * (float(jnp.linalg.norm(z)) + xtol):
                 converged, status = True, f"step {float(jnp.linalg.norm(step)):.3g} below xtol"
+                break
+            if decrease <= rtol * (cost + decrease):
+                converged = True
+                status = f"cost decreased by {decrease:.3g}, below rtol of {cost:.3g}"
                 break
         else:
             lam = max(10.0 * lam, 1e-6)
