@@ -126,10 +126,12 @@ def test_gymnasium_models_load_with_mujoco_masses(name, bodies, joints, moving_g
     assert np.all(mass[bodies:] < 0.02 * mass.max())   # the chain bodies are light
 
 
+@pytest.mark.slow
 def test_ant_falls_freely_until_it_lands():
     """ant.xml (a free torso, four legs of welded capsules and hinges): for 0.2 s the
     whole robot's centre of mass falls as implicit Euler's free fall, z0 - g dt² n(n+1)/2,
-    whatever the joints do inside it."""
+    whatever the joints do inside it. (Slow: a 20 s compile. In CI, gymnasium's models load
+    with MuJoCo's masses and its cart-pole is simulated against MuJoCo.)"""
     path = os.path.join(_assets(), "ant.xml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", jc.io.MjcfWarning)
@@ -229,7 +231,8 @@ def test_bad_sources_are_clear_errors(tmp_path):
 def test_planar_gymnasium_robots_fall_onto_the_floor(name):
     """hopper and half_cheetah (root x / z / pitch joints in series on the torso, carried by
     light chain bodies) dropped passively for 0.5 s: finite, they land on the floor without
-    sinking into it, and the root stays in its plane (y = 0)."""
+    sinking into it, and the root stays in its plane (y = 0). (In CI: the models load with
+    MuJoCo's masses, `test_gymnasium_models_load_with_mujoco_masses`.)"""
     path = os.path.join(_assets(), name + ".xml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", jc.io.MjcfWarning)
