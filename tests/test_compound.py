@@ -73,10 +73,11 @@ def test_geoms_of_one_body_never_collide(run):
     np.testing.assert_allclose(final.ang_vel[0], 0.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode", ["all_pairs", "sweep"])
+@pytest.mark.parametrize("mode", [pytest.param("all_pairs", marks=pytest.mark.slow), "sweep"])
 def test_compound_bodies_stack_on_their_geoms(run, mode):
     """A dumbbell dropped across another (turned 90 degrees) comes to rest on it: the upper
-    spheres meet the lower spheres, with both broad phases."""
+    spheres meet the lower spheres, with both broad phases (all pairs in the slow tier: a
+    25 s compile; CI runs the sweep, the path that maps broad-phase geoms to bodies)."""
     scene = jc.Scene(dt=0.01, stiffness=K, damping=50.0)
     scene.add_plane()
     r = 0.05
