@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import dofs, terms
+from jaxcontact.models import contacts as colliders
 from jaxcontact.math import quat_rotate, quat_rotate_inverse, quat_to_mat
 from jaxcontact.types import Control, Model, State
 
@@ -137,38 +138,9 @@ def contact_table(model: Model, state: State, *, margin=0.0) -> ContactPoints:
     Returns:
       A `ContactPoints` of K rows.
     """
-    from jaxcontact.models import contacts as colliders
-    from jaxcontact.models.geometry import FAR
-
-    dtype = state.pos.dtype
-    control = Control.zeros(model.n_body, model.n_motor, dtype=dtype)
-    ctx = terms.prepare(model, state, control)
-    out = []
-    for term, el in zip(model.terms, ctx.elements):
-        if not (term.reports_gaps and hasattr(term, "frames")):
-            continue
-        size = dofs.local_size(term.n_bodies, term.n_particles)
-
-        def one(start, params, term=term, shared=el.shared, size=size):
-            x = dofs.local(start, jnp.zeros((size,), dtype), model.dt)
-            gap, normal, point = term.frames(x, params, shared)
-            used = params["used"]
-            gap = jnp.where(used, gap, FAR)
-            c = gap.shape[0]
-            stiffness = jnp.broadcast_to(params["stiffness"], (c,))
-            law, arg = colliders.normal_law(term.laws.normal, term.laws.power, shared, c)
-            force = -jax.vmap(jax.grad(law))(gap, stiffness, arg)
-            return point, normal, gap, jnp.where(used, force, 0.0), used
-
-        point, normal, gap, force, used = jax.vmap(one)(el.start, el.params)
-        out.append(ContactPoints(point.reshape(-1, 3), normal.reshape(-1, 3), gap.reshape(-1),
-                                 force.reshape(-1), used.reshape(-1) & (gap.reshape(-1)
-                                                                        <= margin)))
-    if not out:
-        empty = jnp.zeros((0,), dtype)
-        return ContactPoints(jnp.zeros((0, 3), dtype), jnp.zeros((0, 3), dtype), empty, empty,
-                             jnp.zeros((0,), bool))
-    return ContactPoints(*(jnp.concatenate(parts) for parts in zip(*out)))
+    rows = colliders.contact_rows(model, state)
+    return ContactPoints(rows.point, rows.normal, rows.gap, rows.force,
+                         rows.used & (rows.gap <= margin))
 
 
 def contact_points(model: Model, state: State, *, margin=0.0) -> ContactPoints:

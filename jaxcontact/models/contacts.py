@@ -140,7 +140,7 @@ class ContactTerm(terms.RowTerm):
         law, arg = normal_law(self.laws.normal, self.laws.power, shared, c)
         normal_rows = (terms.unilateral(gap, k) if self.laws.normal == "linear"
                        else terms.custom(gap, k, law, arg))
-        force = -jax.vmap(jax.grad(law))(gap_lag, k, arg)   # f_n(ū), the lagged bound
+        force = normal_force(self.laws, shared, gap_lag, k)   # f_n(ū), the lagged bound
         v_rel = (self._side_velocity(self.side_a, x, lag, point)
                  - self._side_velocity(self.side_b, x, lag, point))
         v_n = jnp.sum(v_rel * normal, axis=-1)
@@ -163,6 +163,13 @@ class ContactTerm(terms.RowTerm):
                                                                  (c,)),
                                      _tanh_row, bound, pair=True)
         return normal_rows, damping, slip_rows
+
+
+def normal_force(laws, shared, gap, stiffness):
+    """f_n = -ψ'(d) of the normal law per row (gap (c,), stiffness (c,) or scalar), N."""
+    c = gap.shape[0]
+    law, arg = normal_law(laws.normal, laws.power, shared, c)
+    return -jax.vmap(jax.grad(law))(gap, jnp.broadcast_to(stiffness, (c,)), arg)
 
 
 def _shared(model, extra=None):
@@ -640,6 +647,7 @@ class ContactRows:
       used:      (K,) bool, the row exists this step (broad-phase slot filled, mesh vertex
                  not padding, edge pairing found).
       friction, stiffness, damping: (K,) the pair's combined surface parameters.
+      force:     (K,) the normal law's force -ψ'(gap) (`normal_force`), N; 0 where unused.
     """
 
     gap: jax.Array
@@ -652,6 +660,7 @@ class ContactRows:
     friction: jax.Array
     stiffness: jax.Array
     damping: jax.Array
+    force: jax.Array
 
 
 def n_rows(model) -> int:
@@ -692,13 +701,15 @@ def contact_rows(model, state, control=None) -> ContactRows:
         per_row = {"body_a": side(term.side_a), "body_b": side(term.side_b),
                    "particle": particle,
                    **{k: el.params[k] for k in HOW}}
+        gap = jnp.where(used, gap, FAR).reshape(-1)
+        per_row = {k: jnp.repeat(v, c) for k, v in per_row.items()}
+        force = normal_force(term.laws, el.shared, gap, per_row["stiffness"])
         out.append(ContactRows(
-            gap=jnp.where(used, gap, FAR).reshape(-1), normal=normal.reshape(-1, 3),
-            point=point.reshape(-1, 3), used=used.reshape(-1),
-            **{k: jnp.repeat(v, c) for k, v in per_row.items()}))
+            gap=gap, normal=normal.reshape(-1, 3), point=point.reshape(-1, 3),
+            used=used.reshape(-1), force=jnp.where(used.reshape(-1), force, 0.0), **per_row))
     if not out:
         z = jnp.zeros((0,), state.pos.dtype)
         i = jnp.zeros((0,), jnp.int32)
         return ContactRows(z, jnp.zeros((0, 3)), jnp.zeros((0, 3)), i, i, i,
-                           jnp.zeros((0,), bool), z, z, z)
+                           jnp.zeros((0,), bool), z, z, z, z)
     return jax.tree.map(lambda *x: jnp.concatenate(x), *out)

@@ -7,7 +7,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
 from jaxcontact.optim.least_squares import gauss_newton
@@ -135,25 +134,25 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
 
     def simulate(x):
         m, s = model, state
-        for name in params:
-            m, s = _set(m, s, name, x[name] * scale[name])
+        for name, value in zip(params, x):
+            m, s = _set(m, s, name, value * scale[name])
         _, traj = rollout(m, s, controls, steps=None if controls is not None else steps)
         return traj.pos
 
     def residual(x):
         return jnp.where(mask, simulate(x) - observed, 0.0)
 
-    x0 = {name: start[name] / scale[name] for name in params}
+    # a tuple in `params` order: the flattened x (Jacobian columns) follows that order
+    x0 = tuple(start[name] / scale[name] for name in params)
     result = gauss_newton(residual, x0, max_iterations=max_iterations, xtol=xtol, rtol=rtol)
-    estimate = {name: result.x[name] * scale[name] for name in params}
+    estimate = {name: value * scale[name] for name, value in zip(params, result.x)}
     # covariance in physical units: the Jacobian with respect to θ = x · scale
     flat_scale = jnp.concatenate([jnp.ravel(jnp.broadcast_to(scale[n], start[n].shape))
                                   for n in params])
-    z, unravel = ravel_pytree(result.x)
-    jac = jax.jit(jax.jacfwd(lambda z: jnp.ravel(residual(unravel(z)))))(z) / flat_scale[None, :]
-    r = jnp.ravel(residual(result.x))
-    m_obs, n = int(jnp.sum(mask)), z.size
-    sigma2 = float(r @ r) / max(m_obs - n, 1)
+    jac = result.jacobian / flat_scale[None, :]
+    squares = 2.0 * result.value                      # |r|² at the estimate
+    m_obs, n = int(jnp.sum(mask)), jac.shape[1]
+    sigma2 = squares / max(m_obs - n, 1)
     covariance = np.asarray(sigma2 * jnp.linalg.pinv(jac.T @ jac))
     std_flat = np.sqrt(np.maximum(np.diag(covariance), 0.0))
     std, offset = {}, 0
@@ -161,6 +160,6 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
         size = int(np.size(start[name]))
         std[name] = std_flat[offset:offset + size].reshape(np.shape(start[name]))
         offset += size
-    rms = float(jnp.sqrt(jnp.sum(r * r) / max(m_obs, 1)))
+    rms = float(np.sqrt(squares / max(m_obs, 1)))
     return FitResult(params=estimate, std=std, covariance=covariance, residual_rms=rms,
                      optim=result)

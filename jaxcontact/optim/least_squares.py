@@ -86,4 +86,4 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol
         status = "converged"
     return OptimResult(x=unravel(z), value=cost, grad_norm=float(jnp.linalg.norm(grad)),
                        iterations=it, simulations=simulations, converged=converged,
-                       status=status, history=history)
+                       status=status, history=history, jacobian=J)

@@ -20,6 +20,8 @@ class OptimResult:
       converged: whether the stopping test was met (not the iteration or budget cap).
       status: why it stopped, in words.
       history: the objective after each iteration.
+      jacobian: `gauss_newton` only: ∂r/∂x at `x` (m, n), over the flattened x (what a
+        covariance needs); None for the other methods.
     """
 
     x: Any
@@ -30,3 +32,4 @@ class OptimResult:
     converged: bool
     status: str
     history: list = dataclasses.field(default_factory=list)
+    jacobian: Any = None
