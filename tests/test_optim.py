@@ -58,29 +58,41 @@ def test_continuation_warm_starts_every_stage():
         starts.append(float(x0))
         return jc.optim.lbfgs(loss, x0, **options)
 
-    stages = jc.optim.continuation(lambda s: (lambda x: (x - s) ** 2 + 1e-3 * x ** 2),
-                                   jnp.array(0.0), [1.0, 2.0, 4.0], optimizer=optimizer,
+    traces = []
+
+    def loss(x, s):
+        traces.append(1)            # Python runs only while JAX traces (compiles)
+        return (x - s) ** 2 + 1e-3 * x ** 2
+
+    stages = jc.optim.continuation(loss, jnp.array(0.0), [1.0], optimizer=optimizer,
                                    gtol=1e-10)
+    first_compile = len(traces)
+    stages += jc.optim.continuation(loss, stages[-1].x, [2.0, 4.0], optimizer=optimizer,
+                                    gtol=1e-10)
     assert len(stages) == 3 and all(r.converged for r in stages)
+    # the stage value is a traced argument: the later stages reuse the first one's program
+    assert first_compile > 0 and len(traces) == first_compile
     np.testing.assert_allclose(starts[1:], [float(r.x) for r in stages[:-1]])
     np.testing.assert_allclose(stages[-1].x, 4.0 / 1.001, rtol=1e-8)
     for bad in ([], [1.0, 0.0], [1.0, float("nan")]):
         with pytest.raises(ValueError, match="schedule"):
-            jc.optim.continuation(lambda s: rosenbrock, {}, bad)
+            jc.optim.continuation(lambda x, s: rosenbrock(x), {}, bad)
 
 
 def test_cmaes_counts_every_simulation():
     pytest.importorskip("cma", reason="the CMA-ES baseline needs the cma package "
                                       "(pip install 'jaxcontact[optim]')")
-    def loss(x):
-        return jnp.sum((x - 0.3) ** 2)
+    def loss(x, centre):
+        return jnp.sum((x - centre) ** 2)
 
-    result = jc.optim.cmaes(loss, jnp.zeros(3), 0.5, rtol=1e-12, max_simulations=5000)
+    result = jc.optim.cmaes(loss, jnp.zeros(3), 0.5, args=(jnp.array(0.3),), rtol=1e-12,
+                            max_simulations=5000)
     assert result.converged, result.status
     np.testing.assert_allclose(result.x, 0.3, atol=1e-5)
     # the start, then Hansen's population 4 + floor(3 ln 3) = 7 per generation
     assert result.simulations == 1 + 7 * result.iterations
-    capped = jc.optim.cmaes(loss, jnp.zeros(3), 0.5, rtol=0.0, max_simulations=50)
+    capped = jc.optim.cmaes(loss, jnp.zeros(3), 0.5, args=(jnp.array(0.3),), rtol=0.0,
+                            max_simulations=50)
     assert not capped.converged and capped.simulations <= 50 + 7
     assert "without reaching" in capped.status
 
@@ -96,16 +108,32 @@ def sliding_box():
     return model, state, traj
 
 
+CORNERS = jnp.array([[0.05, 0.05, -0.05], [-0.05, -0.05, 0.05]])
+
+
+def corners(traj):
+    """Two marker points on the box (`fit`'s `observe`): (T, 2, 3)."""
+    return traj.pos[:, 0, None, :] + jax.vmap(
+        lambda q: jax.vmap(lambda p: jc.math.quat_rotate(q, p))(CORNERS))(traj.quat[:, 0])
+
+
 def test_fit_recovers_friction_and_stiffness_of_a_sliding_box(sliding_box):
+    """From two observed marker points (`observe`), not the default c.o.m. positions."""
     model, state, traj = sliding_box
     guess = model.replace(geom=model.geom.replace(friction=0.7 * model.geom.friction,
                                                   stiffness=0.5 * model.geom.stiffness))
-    found = jc.optim.fit(guess, state, traj.pos, ["geom.friction", "geom.stiffness"])
+    found = jc.optim.fit(guess, state, corners(traj), ["geom.friction", "geom.stiffness"],
+                         observe=corners)
     assert found.optim.converged, found.optim.status
     assert found.optim.iterations <= 8
     np.testing.assert_allclose(found.params["geom.friction"], 0.4, rtol=1e-2)
     np.testing.assert_allclose(found.params["geom.stiffness"], 2e4, rtol=1e-2)
     assert found.residual_rms < 1e-8
+    fitted, same_state = found.apply(guess, state)
+    assert same_state is state
+    np.testing.assert_allclose(fitted.geom.friction, found.params["geom.friction"])
+    with pytest.raises(ValueError, match=r"shape of observe\(traj\), \(30, 2, 3\)"):
+        jc.optim.fit(guess, state, traj.pos, ["geom.friction"], observe=corners)
 
 
 def test_fit_rejects_bad_input(sliding_box):

@@ -3,7 +3,7 @@ identification, on optax and JAX.
 
     result = jc.optim.lbfgs(loss, x0)                      # scalar loss, L-BFGS (optax)
     result = jc.optim.gauss_newton(residual, x0)           # ½|r|², forward sensitivities
-    stages = jc.optim.continuation(make_loss, x0, [100.0, 300.0, 1000.0])
+    stages = jc.optim.continuation(loss_at, x0, [100.0, 300.0, 1000.0])  # loss_at(x, k)
     found = jc.optim.fit(model, state, observed, ["geom.friction", "geom.stiffness"])
     baseline = jc.optim.cmaes(loss, x0, sigma0=0.5)         # gradient-free, `cma` package
 

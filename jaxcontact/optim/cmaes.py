@@ -11,9 +11,9 @@ from jaxcontact import validate as check
 from jaxcontact.optim.result import OptimResult
 
 
-def cmaes(loss, x0, sigma0, *, max_simulations=10_000, rtol=1e-10, seed=0,
+def cmaes(loss, x0, sigma0, *, args=(), max_simulations=10_000, rtol=1e-10, seed=0,
           options=None) -> OptimResult:
-    """Minimize `loss(x)` with CMA-ES from `x0` (Hansen's defaults: population
+    """Minimize `loss(x, *args)` with CMA-ES from `x0` (Hansen's defaults: population
     4 + ⌊3 ln n⌋), counting every evaluation of the loss as one simulation.
 
     Each generation's candidates are evaluated together (`jax.vmap` of the jitted loss).
@@ -21,6 +21,7 @@ def cmaes(loss, x0, sigma0, *, max_simulations=10_000, rtol=1e-10, seed=0,
     Args:
       loss: a scalar JAX function of the pytree x (no gradient needed).
       x0: the mean of the first generation.
+      args: a tuple of extra arguments of `loss` (traced, like `lbfgs`'s).
       sigma0: the initial step size (> 0), in the units of x.
       max_simulations: the budget of loss evaluations.
       rtol: stop once the best loss <= rtol loss(x0) (ADD E8's Φ/Φ₀ < 1e-10).
@@ -38,9 +39,11 @@ def cmaes(loss, x0, sigma0, *, max_simulations=10_000, rtol=1e-10, seed=0,
     sigma0 = check.number("sigma0", sigma0, positive=True)
     max_simulations = check.integer("max_simulations", max_simulations, low=1)
     rtol = check.number("rtol", rtol, low=0)
+    if not isinstance(args, tuple):
+        raise ValueError(f"args must be a tuple of extra arguments of loss, got {args!r}")
     z0, unravel = ravel_pytree(x0)
-    batch = jax.jit(jax.vmap(lambda z: loss(unravel(z))))
-    first = float(batch(z0[None])[0])
+    batch = jax.jit(jax.vmap(lambda z, a: loss(unravel(z), *a), in_axes=(0, None)))
+    first = float(batch(z0[None], args)[0])
     settings = {"seed": int(seed) + 1, "verbose": -9, "maxfevals": max_simulations - 1,
                 **(options or {})}
     strategy = cma.CMAEvolutionStrategy(np.asarray(z0, float), sigma0, settings)
@@ -48,7 +51,7 @@ def cmaes(loss, x0, sigma0, *, max_simulations=10_000, rtol=1e-10, seed=0,
     history, simulations, converged, status = [first], 1, False, ""
     while not strategy.stop():
         candidates = strategy.ask()
-        values = np.asarray(batch(np.asarray(candidates)), float)
+        values = np.asarray(batch(np.asarray(candidates), args), float)
         simulations += len(candidates)
         strategy.tell(candidates, [float(v) if np.isfinite(v) else np.inf for v in values])
         k = int(np.argmin(values))

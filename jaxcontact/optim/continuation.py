@@ -8,17 +8,21 @@ import numpy as np
 from jaxcontact.optim.lbfgs import lbfgs
 
 
-def continuation(make_loss, x0, schedule, *, optimizer=lbfgs, **options):
-    """Minimize `make_loss(value)` for each value of `schedule` in turn, starting each stage
+def continuation(loss, x0, schedule, *, optimizer=lbfgs, **options):
+    """Minimize `loss(x, value)` for each `value` of `schedule` in turn, starting each stage
     at the previous stage's answer.
 
+    The stage value is passed as a traced argument (the optimizers' `args`), so every stage
+    runs the same compiled program: put it where it belongs inside the loss, e.g.
+    `model.replace(geom=model.geom.replace(stiffness=...))`.
+
     Args:
-      make_loss: value -> loss(x): the objective of one stage (e.g. the loss of a rollout of
-        a model whose contact stiffness is `value`).
+      loss: (x, value) -> scalar, the objective at stage value `value` (e.g. the loss of a
+        rollout of a model whose contact stiffness is `value`).
       x0: the start of the first stage.
       schedule: the stage values, each > 0 (e.g. stiffnesses).
-      optimizer: `jc.optim.lbfgs` (default) or any function (loss, x0, **options) ->
-        `OptimResult`.
+      optimizer: `jc.optim.lbfgs` (default), `jc.optim.gauss_newton` (then `loss` is a
+        residual) or any function (loss, x0, *, args, **options) -> `OptimResult`.
       **options: passed to the optimizer.
 
     Returns:
@@ -34,7 +38,7 @@ def continuation(make_loss, x0, schedule, *, optimizer=lbfgs, **options):
                          f"{schedule!r}")
     results, x = [], x0
     for value in values:
-        result = optimizer(make_loss(float(value)), x, **options)
+        result = optimizer(loss, x, args=(np.asarray(value),), **options)
         results.append(result)
         x = result.x
     return results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +25,8 @@ class FitResult:
       std: name -> its standard deviation from the Gauss-Newton covariance.
       covariance: (n, n) over the flattened parameters in `params` order, physical units:
         σ² (JᵀJ)⁻¹ with σ² = |r|² / (m - n) (m residuals, n parameters).
-      residual_rms: the root mean square position error at the estimate, m.
+      residual_rms: the root mean square of the observed residual entries at the estimate
+        (m for positions).
       optim: the `OptimResult` of the Gauss-Newton solve (status, iterations, simulations).
     """
 
@@ -33,6 +35,13 @@ class FitResult:
     covariance: np.ndarray
     residual_rms: float
     optim: OptimResult
+
+    def apply(self, model, state):
+        """(model, state) with the estimates put in their leaves: the start of a next fit
+        (ADD's time continuation: a longer window, more parameters) or a prediction."""
+        for name, value in self.params.items():
+            model, state = _set(model, state, name, value)
+        return model, state
 
 
 def _get(model, state, name):
@@ -77,12 +86,32 @@ def forward_mode(model):
     return model
 
 
-def fit(model, state, observed, params, *, mask=None, controls=None, max_iterations=20,
-        xtol=1e-10, rtol=1e-9) -> FitResult:
-    """Identify model leaves (and initial-state leaves) from observed body positions.
+def _positions(traj):
+    return traj.pos
 
-    The residual is the difference of the rollout's body positions and `observed` at every
-    step (where `mask` is true); Gauss-Newton / Levenberg-Marquardt (`gauss_newton`) with
+
+@functools.lru_cache(maxsize=32)
+def _residual(params, observe):
+    """The residual of fitting the leaves named `params`: one function per tuple of names,
+    with everything else an argument, so fits of other data (noise draws, windows of the
+    same length, other starts) reuse one compiled Jacobian."""
+
+    def residual(x, model, state, observed, mask, controls, scale):
+        for name, value in zip(params, x):
+            model, state = _set(model, state, name, value * scale[name])
+        steps = None if controls is not None else observed.shape[0]
+        _, traj = rollout(model, state, controls, steps=steps)
+        return jnp.where(mask, observe(traj) - observed, 0.0)
+
+    return residual
+
+
+def fit(model, state, observed, params, *, observe=None, mask=None, controls=None,
+        max_iterations=20, xtol=1e-10, rtol=1e-9) -> FitResult:
+    """Identify model leaves (and initial-state leaves) from observed trajectories.
+
+    The residual is the difference of what the rollout shows (`observe(traj)`, by default the
+    body positions) and `observed` at every step (where `mask` is true); Gauss-Newton / Levenberg-Marquardt (`gauss_newton`) with
     forward-mode sensitivities through the rollout minimizes it (the model's implicit
     gradients are switched to forward mode for this: `forward_mode`). Each parameter is solved
     for relative to its starting value (x = θ / |θ₀|, or θ where θ₀ = 0), so stiffnesses of
@@ -90,10 +119,16 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
 
     Args:
       model, state: the scene, with the starting guesses in the leaves to identify.
-      observed: (T, N, 3) body positions after each of T steps (`traj.pos` layout).
+      observed: what was measured after each of T steps: by default (T, N, 3) body
+        positions (`traj.pos` layout); with `observe`, its output's shape.
       params: names of leaves to identify: model leaves as "geom.friction", "body.mass",
         "plane.stiffness", ... and initial-state leaves as "state.vel", "state.pos".
-      mask: (T, N, 3) bool, the observed entries (partial observations), default all.
+      observe: traj -> array (T, ...), what is measured of a trajectory (a `jc.State` with a
+        leading time axis), e.g. marker points on the bodies: c.o.m. positions alone do not
+        show the spin. Give one function object for repeated fits (it keys the compiled
+        Jacobian). Default: `traj.pos`.
+      mask: bool of the shape of `observed`, the observed entries (partial observations),
+        default all.
       controls: a `jc.Control` with a time axis T (default: none).
       max_iterations, xtol, rtol: as for `gauss_newton`.
 
@@ -106,9 +141,15 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
         an unknown or non-float parameter name, or no parameters.
     """
     observed = jnp.asarray(observed)
-    if observed.ndim != 3 or observed.shape[1:] != state.pos.shape:
-        raise ValueError(f"observed must have shape (T, {state.pos.shape[0]}, 3) (body "
-                         f"positions after each step), got {observed.shape}")
+    if observe is None:
+        observe = _positions
+        if observed.ndim != 3 or observed.shape[1:] != state.pos.shape:
+            raise ValueError(f"observed must have shape (T, {state.pos.shape[0]}, 3) (body "
+                             f"positions after each step), got {observed.shape}")
+    elif not callable(observe):
+        raise ValueError(f"observe must be a function of the trajectory, got {observe!r}")
+    elif observed.ndim < 1:
+        raise ValueError(f"observed must have a leading time axis, got shape {observed.shape}")
     if not bool(jnp.all(jnp.isfinite(observed))):
         raise ValueError("observed must be finite (mark missing entries with mask=), got "
                          f"{int(jnp.sum(~jnp.isfinite(observed)))} NaN or inf entries")
@@ -129,22 +170,19 @@ def fit(model, state, observed, params, *, mask=None, controls=None, max_iterati
     model = forward_mode(model)
     start = {name: _get(model, state, name) for name in params}
     scale = {name: jnp.where(jnp.abs(v) > 0, jnp.abs(v), 1.0) for name, v in start.items()}
-    steps = observed.shape[0]
     check.integer("max_iterations", max_iterations, low=1)
-
-    def simulate(x):
-        m, s = model, state
-        for name, value in zip(params, x):
-            m, s = _set(m, s, name, value * scale[name])
-        _, traj = rollout(m, s, controls, steps=None if controls is not None else steps)
-        return traj.pos
-
-    def residual(x):
-        return jnp.where(mask, simulate(x) - observed, 0.0)
-
     # a tuple in `params` order: the flattened x (Jacobian columns) follows that order
     x0 = tuple(start[name] / scale[name] for name in params)
-    result = gauss_newton(residual, x0, max_iterations=max_iterations, xtol=xtol, rtol=rtol)
+    if observe is not _positions:
+        steps = None if controls is not None else observed.shape[0]
+        shown = jax.eval_shape(lambda: observe(rollout(model, state, controls,
+                                                       steps=steps)[1])).shape
+        if shown != observed.shape:
+            raise ValueError(f"observed must have the shape of observe(traj), {shown}, got "
+                             f"{observed.shape}")
+    result = gauss_newton(_residual(params, observe), x0,
+                          args=(model, state, observed, mask, controls, scale),
+                          max_iterations=max_iterations, xtol=xtol, rtol=rtol)
     estimate = {name: value * scale[name] for name, value in zip(params, result.x)}
     # covariance in physical units: the Jacobian with respect to θ = x · scale
     flat_scale = jnp.concatenate([jnp.ravel(jnp.broadcast_to(scale[n], start[n].shape))

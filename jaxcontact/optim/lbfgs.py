@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -11,16 +13,56 @@ from jaxcontact import validate as check
 from jaxcontact.optim.result import OptimResult
 
 
-def lbfgs(loss, x0, *, max_iterations=100, rtol=1e-10, gtol=0.0, memory=10) -> OptimResult:
-    """Minimize `loss(x)` (a scalar JAX function of a pytree x) from `x0` with L-BFGS.
+# the jitted iterations of the latest (loss, memory) pairs: calls with the same loss
+# function (other starts, other `args`, continuation stages) reuse one compiled program;
+# bounded, since each entry keeps its loss (and what the loss closes over) alive
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+_KEEP = 8
+
+
+def _iteration(loss, memory):
+    """The jitted L-BFGS iteration (x, state, args) -> (x, state, value at x, line-search
+    trials) of `loss`."""
+    key = (loss, memory)
+    if key not in _COMPILED:
+        opt = optax.lbfgs(memory_size=memory)
+
+        @jax.jit
+        def iteration(x, state, args):
+            value_fn = lambda y: loss(y, *args)  # noqa: E731
+            value, grad = optax.value_and_grad_from_state(value_fn)(x, state=state)
+            updates, state = opt.update(grad, state, x, value=value, grad=grad,
+                                        value_fn=value_fn)
+            x = optax.apply_updates(x, updates)
+            return x, state, value, optax.tree_utils.tree_get(state, "num_linesearch_steps")
+
+        _COMPILED[key] = (opt, iteration)
+        while len(_COMPILED) > _KEEP:
+            _COMPILED.popitem(last=False)
+    _COMPILED.move_to_end(key)
+    return _COMPILED[key]
+
+
+def _strong(a):
+    a = jnp.asarray(a)
+    return jax.lax.convert_element_type(a, a.dtype)
+
+
+def lbfgs(loss, x0, *, args=(), max_iterations=100, rtol=1e-10, gtol=0.0,
+          memory=10) -> OptimResult:
+    """Minimize `loss(x, *args)` (a scalar JAX function of a pytree x) from `x0` with L-BFGS.
 
     Every iteration is one jitted optax update; its zoom line search evaluates the value
     and gradient at each trial length, and each of those evaluations counts as one
-    simulation in `OptimResult.simulations` (the budget the papers compare).
+    simulation in `OptimResult.simulations` (the budget the papers compare). The compiled
+    iteration is kept per `loss` function: later calls with the same function (another
+    start, other `args`) do not compile again.
 
     Args:
       loss: the objective, differentiable (a rollout's loss: implicit gradients).
       x0: the start (any pytree of float arrays).
+      args: a tuple of extra arguments of `loss` (arrays: traced, so changing them does not
+        recompile), e.g. a continuation stage's contact stiffness.
       max_iterations: iteration cap (> 0).
       rtol: stop once loss(x) <= rtol loss(x0) (ADD E8's Φ/Φ₀ < 1e-10).
       gtol: also stop once the gradient's norm <= gtol.
@@ -34,21 +76,16 @@ def lbfgs(loss, x0, *, max_iterations=100, rtol=1e-10, gtol=0.0, memory=10) -> O
     rtol = check.number("rtol", rtol, low=0)
     gtol = check.number("gtol", gtol, low=0)
     memory = check.integer("memory", memory, low=1)
-    opt = optax.lbfgs(memory_size=memory)
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    @jax.jit
-    def iteration(x, state):
-        value, grad = value_and_grad(x, state=state)
-        updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=loss)
-        x = optax.apply_updates(x, updates)
-        trials = optax.tree_utils.tree_get(state, "num_linesearch_steps")
-        return x, state, value, grad, trials
-
-    x, state = x0, opt.init(x0)
+    if not isinstance(args, tuple):
+        raise ValueError(f"args must be a tuple of extra arguments of loss, got {args!r}")
+    opt, iteration = _iteration(loss, memory)
+    # strong types throughout: a weak-typed start (a Python float) would make the first
+    # iteration's program differ from the rest and compile twice
+    x = jax.tree.map(_strong, x0)
+    state = jax.tree.map(_strong, opt.init(x))
     history, simulations, status, converged = [], 1, "", False   # 1: the first evaluation
     for it in range(1, max_iterations + 1):
-        new_x, state, before, _, trials = iteration(x, state)
+        new_x, state, before, trials = iteration(x, state, args)
         if it == 1:
             first = float(before)
             history.append(first)

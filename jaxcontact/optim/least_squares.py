@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,9 +13,30 @@ from jaxcontact import validate as check
 from jaxcontact.optim.result import OptimResult
 
 
-def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol=0.0,
-                 gtol=0.0, damping=1e-3) -> OptimResult:
-    """Minimize ½|r(x)|² with Levenberg-Marquardt steps.
+# the jitted (Jacobian, residual) of the latest residual functions and x structures: a
+# second fit with the same function (another start, other `args`) does not compile again
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+_KEEP = 8
+
+
+def _compiled(residual, unravel, treedef):
+    key = (residual, treedef)
+    if key not in _COMPILED:
+        def flat(z, args):
+            r = jnp.ravel(residual(unravel(z), *args))
+            return r, r
+
+        _COMPILED[key] = (jax.jit(jax.jacfwd(flat, has_aux=True)),
+                          jax.jit(lambda z, args: flat(z, args)[0]))
+        while len(_COMPILED) > _KEEP:
+            _COMPILED.popitem(last=False)
+    _COMPILED.move_to_end(key)
+    return _COMPILED[key]
+
+
+def gauss_newton(residual, x0, *, args=(), max_iterations=20, xtol=1e-10, rtol=1e-9,
+                 ftol=0.0, gtol=0.0, damping=1e-3) -> OptimResult:
+    """Minimize ½|r(x, *args)|² with Levenberg-Marquardt steps.
 
     The Jacobian J = ∂r/∂x comes from forward-mode sensitivities (`jax.jacfwd`: through a
     rollout, the implicit forward mode of each step; ADD's direct sensitivities, one tangent
@@ -21,8 +44,10 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol
     a step that lowers the cost and grows tenfold (the step retried) after one that does not.
 
     Args:
-      residual: r(x) -> array (any shape), a JAX function of the pytree x.
+      residual: r(x, *args) -> array (any shape), a JAX function of the pytree x.
       x0: the start.
+      args: a tuple of extra arguments of `residual` (traced: other values reuse the
+        compiled Jacobian, as do later calls with the same function).
       max_iterations: cap on accepted and rejected steps together (> 0).
       xtol: stop once |δ| <= xtol (|x| + xtol).
       rtol: stop once an accepted step lowers ½|r|² by at most rtol of it (the noise floor
@@ -39,15 +64,13 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol
     xtol, rtol, ftol, gtol = (check.number(n, v, low=0) for n, v in
                               (("xtol", xtol), ("rtol", rtol), ("ftol", ftol), ("gtol", gtol)))
     lam = check.number("damping", damping, low=0)
+    if not isinstance(args, tuple):
+        raise ValueError(f"args must be a tuple of extra arguments of residual, got {args!r}")
     z, unravel = ravel_pytree(x0)
-
-    def flat(z):
-        r = jnp.ravel(residual(unravel(z)))
-        return r, r
-
-    jacobian = jax.jit(jax.jacfwd(flat, has_aux=True))
-    value_of = jax.jit(lambda z: flat(z)[0])
-    J, r = jacobian(z)
+    shape = (jax.tree.structure(x0), tuple((np.shape(v), jnp.result_type(v))
+                                           for v in jax.tree.leaves(x0)))
+    jacobian, value_of = _compiled(residual, unravel, shape)
+    J, r = jacobian(z, args)
     cost = 0.5 * float(r @ r)
     history, simulations, converged, status = [cost], 1, False, ""
     grad = J.T @ r
@@ -59,13 +82,13 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol
         h = J.T @ J
         scale = jnp.diag(h) + 1e-30
         step = jnp.linalg.solve(h + lam * jnp.diag(scale), -grad)
-        r_new = value_of(z + step)
+        r_new = value_of(z + step, args)
         simulations += 1
         new_cost = 0.5 * float(r_new @ r_new)
         if np.isfinite(new_cost) and new_cost < cost:
             z = z + step
             lam = lam / 10.0
-            J, r = jacobian(z)
+            J, r = jacobian(z, args)
             simulations += 1
             decrease = cost - new_cost
             cost, grad = 0.5 * float(r @ r), J.T @ r
@@ -77,6 +100,11 @@ def gauss_newton(residual, x0, *, max_iterations=20, xtol=1e-10, rtol=1e-9, ftol
                 converged = True
                 status = f"cost decreased by {decrease:.3g}, below rtol of {cost:.3g}"
                 break
+        elif float(jnp.linalg.norm(step)) <= xtol * (float(jnp.linalg.norm(z)) + xtol):
+            # a negligible step that does not lower the cost: at the round-off floor
+            converged = True
+            status = f"rejected step {float(jnp.linalg.norm(step)):.3g} below xtol"
+            break
         else:
             lam = max(10.0 * lam, 1e-6)
     else:
