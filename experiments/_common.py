@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import pathlib
 import platform
 import subprocess
@@ -26,6 +27,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="a reduced run (fewer steps/points) for smoke checks")
     return p
+
+
+def use_compile_cache() -> None:
+    """Keep compiled programs in `.jax_cache/` (or `$JAXCONTACT_CACHE`) across runs: re-runs
+    of the same settings load them instead of compiling (programs over 1 s to compile)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir",
+                      os.environ.get("JAXCONTACT_CACHE", str(REPO / ".jax_cache")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def log(msg: str = "") -> None:

@@ -46,7 +46,6 @@ compilation of the training update by only ~10 % here and slowed its steps: not 
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import sys
 import time
@@ -57,10 +56,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-_REPO = pathlib.Path(__file__).resolve().parent.parent
-jax.config.update("jax_compilation_cache_dir", os.environ.get("JAXCONTACT_CACHE",
-                                                              str(_REPO / ".jax_cache")))
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+from _common import use_compile_cache  # noqa: E402
+
+use_compile_cache()
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
