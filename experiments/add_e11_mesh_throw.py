@@ -24,9 +24,8 @@ L-BFGS stops at Φ/Φ₀ < 1e-10 or its iteration cap (60, about ADD's 319 simul
 second start, v = (2.6, 0, 2.4) m/s, ω = (0, -3, 0) rad/s, whose sequence (floor, wall)
 differs from the reference's, to show how it fares from another basin.
 
-ADD's E3 (Fig. 4) continuation over k_n is left out here: `jc.optim.continuation` builds a
-new loss per stage, and each stage recompiles L-BFGS's jitted update (about 4 minutes on
-this machine), which costs more than the whole comparison.
+ADD's E3 (Fig. 4) continuation over k_n is not part of this comparison; it has its own
+experiment (`experiments/add_e3_continuation.py`, a similar rigid throw without the wall).
 
 Run from the repository root:
     python experiments/add_e11_mesh_throw.py [--quick]
