@@ -29,11 +29,14 @@ from jaxcontact.models.energy import UserEnergy
 from jaxcontact.models.forces import Gravity
 from jaxcontact.models.joints import KINDS as JOINT_KINDS
 from jaxcontact.models.joints import JointTerm, LimitTerm, MotorTerm
+from jaxcontact import meshes
+from jaxcontact.models import elasticity
+from jaxcontact.models.solids import SolidTerm
 from jaxcontact.models.springs import AttachmentTerm, SpringTerm
 from jaxcontact.solvers import SOLVERS
 from jaxcontact.solvers.newton import Newton
 from jaxcontact.types import (Attachment, Body, ContactParams, Geom, Joint, Mesh, Model, Motor,
-                              Obstacle, Particle, Plane, Shape, Spring, State)
+                              Obstacle, Particle, Plane, Shape, Solid, Spring, State)
 
 SURFACE = ("friction", "stiffness", "damping")
 
@@ -151,6 +154,17 @@ class AttachmentRecord:
 
 
 @dataclasses.dataclass
+class TetRecord:
+    corners: tuple            # 4 particle indices
+    rest_inverse: np.ndarray  # (3, 3)
+    volume: float
+    youngs_modulus: float
+    poisson_ratio: float
+    viscosity: float
+    material: str
+
+
+@dataclasses.dataclass
 class EnergyRecord:
     fn: Callable
     bodies: np.ndarray
@@ -236,6 +250,7 @@ class Scene:
         self._motors: list[MotorRecord] = []
         self._particles: list[ParticleRecord] = []
         self._attachments: list[AttachmentRecord] = []
+        self._tets: list[TetRecord] = []
         self._energies: list[EnergyRecord] = []
         # body pairs (min, max) that never collide (joined by a joint with collide=False)
         self._no_collide: set[tuple[int, int]] = set()
@@ -667,6 +682,53 @@ class Scene:
             check.number("damping", damping, low=0)))
         return len(self._attachments) - 1
 
+    def add_solid(self, verts, tets, *, density, youngs_modulus, poisson_ratio, viscosity=0.0,
+                  material="neo_hookean", pos=(0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
+                  radius=0.0, friction=None, stiffness=None, damping=None):
+        """Add an FEM solid of linear tetrahedra (`jc.meshes`). Returns its particle indices.
+
+        Every vertex becomes a particle (lumped mass: a quarter of each tetrahedron's ρV),
+        colliding as a ball of `radius` like any particle; every tetrahedron an element of
+        `model.solid`, with its own differentiable E, ν and η (`models/solids.py`).
+
+        Args:
+          verts: (V, 3) rest positions (m), in a frame placed at `pos`.
+          tets: (T, 4) vertex indices, positively oriented (`jc.meshes.check_tets`, which
+            rejects inverted or degenerate elements by index).
+          density: ρ, kg/m³ (> 0).
+          youngs_modulus: E, Pa (> 0). poisson_ratio: ν in (-1, 0.5).
+          viscosity: η (Pa s, >= 0) of ADD's Green-strain-rate dissipation.
+          material: "neo_hookean" (ADD), "stable_neo_hookean" (thesis Eq. 158) or
+            "corotational".
+          pos, vel: translation of the rest shape, and the initial velocity of every vertex.
+          radius, friction, stiffness, damping: the vertices' contact, as `add_particle`.
+        """
+        if material not in elasticity.MATERIALS:
+            raise ValueError(f"material must be one of {sorted(elasticity.MATERIALS)}, got "
+                             f"{material!r}")
+        points = check.points("verts", verts)
+        volumes = meshes.check_tets(points, tets)
+        tets = np.asarray(tets)
+        rho = check.number("density", density, positive=True)
+        elasticity.lame(youngs_modulus, poisson_ratio)          # checks E and ν
+        eta = check.number("viscosity", viscosity, low=0)
+        offset, velocity = check.vector("pos", pos, 3), check.vector("vel", vel, 3)
+        mass = np.zeros(len(points))
+        np.add.at(mass, tets.reshape(-1), np.repeat(rho * volumes / 4.0, 4))
+        if np.any(mass <= 0):
+            raise ValueError(f"verts: vertex {int(np.argmin(mass))} belongs to no tetrahedron")
+        first = len(self._particles)
+        for x, m in zip(points, mass):
+            self.add_particle(m, x + offset, velocity, radius=radius, friction=friction,
+                              stiffness=stiffness, damping=damping)
+        for corners, volume in zip(tets.tolist(), volumes):
+            rest = elasticity.edge_matrix(points[corners])
+            self._tets.append(TetRecord(tuple(first + c for c in corners),
+                                        np.linalg.inv(rest), float(volume),
+                                        float(youngs_modulus), float(poisson_ratio), eta,
+                                        material))
+        return np.arange(first, first + len(points))
+
     def add_energy(self, fn, *, bodies=None, particles=None, params=None,
                    dissipation=False) -> int:
         """Add a user-defined term: the same mechanism the built-in physics uses. Returns t.
@@ -843,6 +905,10 @@ class Scene:
                 out.append(LimitTerm(kind, joints))
         if self._attachments:
             out.append(AttachmentTerm(len(self._attachments)))
+        for material in elasticity.MATERIALS:
+            tets = tuple(i for i, t in enumerate(self._tets) if t.material == material)
+            if tets:
+                out.append(SolidTerm(material, tets))
         for t, e in enumerate(self._energies):
             out.append(UserEnergy(e.fn, t, tuple(map(tuple, e.bodies.tolist())),
                                   tuple(map(tuple, e.particles.tolist())), e.dissipation))
@@ -938,6 +1004,12 @@ class Scene:
                                   damping=column(self._attachments, "damping"),
                                   particle=tuple(a.particle for a in self._attachments),
                                   body=tuple(a.body for a in self._attachments)),
+            solid=Solid(**{f: column(self._tets, f) for f in ("youngs_modulus",
+                                                                "poisson_ratio", "viscosity",
+                                                                "volume")},
+                        rest_inverse=column(self._tets, "rest_inverse", 3, 3),
+                        tets=tuple(t.corners for t in self._tets),
+                        material=tuple(t.material for t in self._tets)),
             energy=tuple(jax.tree.map(lambda x: _as_float(x, dtype), e.params)
                          for e in self._energies),
             gravity=jnp.asarray(self.gravity, dtype),

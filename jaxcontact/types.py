@@ -306,6 +306,34 @@ class Attachment:
 
 
 @struct.dataclass
+class Solid:
+    """Linear tetrahedra of FEM solids (`Scene.add_solid`, `models/solids.py`): one entry
+    per tetrahedron, its corners particles.
+
+    Attributes:
+      youngs_modulus: (T,) E, Pa.
+      poisson_ratio:  (T,) ν.
+      viscosity:      (T,) η of the Green-strain-rate dissipation η |Ė|² per volume, Pa s.
+      rest_inverse:   (T, 3, 3) D_m⁻¹ of the rest corners (`models/elasticity.py`), 1/m.
+      volume:         (T,) rest volume, m³.
+      tets:           static tuple (T,) of 4 particle indices.
+      material:       static tuple (T,) of law names (`elasticity.MATERIALS`).
+    """
+
+    youngs_modulus: Array
+    poisson_ratio: Array
+    viscosity: Array
+    rest_inverse: Array
+    volume: Array
+    tets: tuple = static(default=())
+    material: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.tets)
+
+
+@struct.dataclass
 class ContactParams:
     """Contact and friction laws (DESIGN.md section 4) and their global parameters.
 
@@ -331,7 +359,8 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact, spring, joint, motor, mesh, obstacle, particle, attachment:
+      body, geom, plane, contact, spring, joint, motor, mesh, obstacle, particle, attachment,
+      solid:
         see their classes.
       energy:   tuple, `model.energy[t]`: the parameters of user term t (`Scene.add_energy`),
                 leaves with a leading axis of its element count.
@@ -352,6 +381,7 @@ class Model:
     obstacle: Obstacle
     particle: Particle
     attachment: Attachment
+    solid: Solid
     energy: tuple
     gravity: Array
     dt: Array
