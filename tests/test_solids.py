@@ -38,6 +38,16 @@ def test_lumped_masses_sum_to_the_solid_mass(cube):
     assert model.solid.size == 48
 
 
+def settle(model, run, state, viscosity):
+    """(model with viscosity η everywhere, its final state after the rollout), every step
+    converged."""
+    m = model.replace(solid=model.solid.replace(
+        viscosity=jnp.full_like(model.solid.viscosity, viscosity)))
+    final, _, info = run(m, state)
+    assert bool(jnp.all(info.converged))
+    return m, final
+
+
 def edge_strain(model, rest, pos):
     """The largest |l/l₀ − 1| over the tetrahedra's edges (0 for any rigid motion)."""
     tets = np.asarray(model.solid.tets)
@@ -54,10 +64,7 @@ def test_a_stretched_solid_keeps_its_momentum_and_viscosity_returns_it_to_rest(c
     first = edge_strain(model, state.particle_pos, stretched.particle_pos)
     ends = []
     for viscosity in (0.0, 20.0):
-        m = model.replace(solid=model.solid.replace(
-            viscosity=jnp.full_like(model.solid.viscosity, viscosity)))
-        final, _, info = run(m, stretched)
-        assert bool(jnp.all(info.converged))
+        m, final = settle(model, run, stretched, viscosity)
         # internal forces only: linear momentum is exact
         np.testing.assert_allclose(momenta(m, final)[0], momenta(m, stretched)[0],
                                    atol=1e-12)
@@ -78,10 +85,7 @@ def test_viscosity_does_not_slow_a_rigid_spin(cube):
                                                 state.particle_pos))
     ends = []
     for viscosity in (0.0, 20.0):
-        m = model.replace(solid=model.solid.replace(
-            viscosity=jnp.full_like(model.solid.viscosity, viscosity)))
-        final, _, info = run(m, spin)
-        assert bool(jnp.all(info.converged))
+        m, final = settle(model, run, spin, viscosity)
         ends.append(float(momenta(m, final)[1][2]))
     start = float(momenta(model, spin)[1][2])
     # (a damper of sym(Ḟ) is not rotation invariant: once an element has turned, F = R,
