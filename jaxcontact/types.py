@@ -359,9 +359,8 @@ class Model:
     """Everything that does not change from step to step.
 
     Attributes:
-      body, geom, plane, contact, spring, joint, motor, mesh, obstacle, particle, attachment,
-      solid:
-        see their classes.
+      body, geom, plane, contact, spring, joint, motor, mesh, obstacle: see their classes.
+      particle, attachment, solid: see their classes.
       energy:   tuple, `model.energy[t]`: the parameters of user term t (`Scene.add_energy`),
                 leaves with a leading axis of its element count.
       gravity:  (3,) m/s².
