@@ -99,3 +99,26 @@ def test_polar_rotation_is_orthogonal_and_smooth_at_the_identity():
     # the SVD's derivative is undefined at repeated singular values; this one is not
     hessian = jax.hessian(lambda F: el.corotational(F, MU, LAM))(jnp.eye(3))
     assert bool(jnp.all(jnp.isfinite(hessian)))
+
+
+def test_hyperelastic_laws_keep_volume_under_large_stretch_and_corotational_does_not():
+    """Thesis Sec. 7 / claim 26: stretched to s along x with free sides (the side stretch t
+    minimizes Ψ(diag(s, t, t))), Stable Neo-Hookean keeps J = s t² near 1 as ν → 0.5, while
+    co-rotational linear elasticity loses volume (J = 0.52 at s = 2, ν = 0.49)."""
+    from scipy.optimize import minimize_scalar
+
+    def volume(name, s, nu):
+        mu, lam = el.lame(1e5, nu)
+        energy = jax.jit(lambda t: el.MATERIALS[name](jnp.diag(jnp.stack([s, t, t])), mu, lam))
+        side = minimize_scalar(lambda t: float(energy(t)), bounds=(0.3, 1.2), method="bounded",
+                               options={"xatol": 1e-10}).x
+        return s * side ** 2
+
+    for s in (1.5, 2.0):
+        assert abs(volume("stable_neo_hookean", s, 0.49) - 1.0) < 0.015
+        assert abs(volume("neo_hookean", s, 0.49) - 1.0) < 0.015
+        assert volume("corotational", s, 0.49) < 0.86
+    # small strain: every law has the linear Poisson contraction t ≈ 1 - ν (s - 1)
+    for name in LAWS:
+        np.testing.assert_allclose(volume(name, 1.001, 0.3), 1.001 * (1 - 0.3e-3) ** 2,
+                                   rtol=1e-6)
