@@ -60,8 +60,7 @@ MARKERS = (HALF - 0.005) * np.concatenate([np.eye(3), -np.eye(3)])
 
 def markers(traj):
     """(T, 6, 3) world positions of the markers of body 0 (`fit`'s `observe`)."""
-    rotate = jax.vmap(lambda q: jc.math.quat_to_mat(q) @ MARKERS.T)
-    return traj.pos[:, 0, None, :] + jnp.swapaxes(rotate(traj.quat[:, 0]), 1, 2)
+    return jc.observe.body_points(traj, MARKERS)
 
 
 def build():

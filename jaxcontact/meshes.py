@@ -18,6 +18,8 @@ import itertools
 
 import numpy as np
 
+from jaxcontact import validate as check
+
 __all__ = ["ball_tets", "box_tets", "check_tets", "check_tris", "grid", "load",
            "tet_volumes", "tri_areas"]
 
@@ -148,9 +150,9 @@ def _check_table(name, table, width, count):
 
 
 def _check_verts(verts):
-    v = np.asarray(verts, float)
-    if v.ndim != 2 or v.shape[1] != 3 or v.shape[0] == 0 or not np.all(np.isfinite(v)):
-        raise ValueError(f"verts must be a non-empty finite (V, 3) array, got shape {v.shape}")
+    v = check.points("verts", verts)
+    if v.shape[0] == 0:
+        raise ValueError("verts must not be empty")
     return v
 
 

@@ -58,6 +58,17 @@ def positions(state: State, bodies=None, *, relative_to=None, flat=True):
     return _out(pos, flat)
 
 
+def body_points(state: State, points, body=0):
+    """World positions (..., K, 3) of `points` (K, 3) fixed in body `body`'s frame, for a
+    state or a trajectory (leading axes of `state.pos`): markers, e.g. what
+    `jc.optim.fit(observe=...)` compares with measured marker positions."""
+    local = jnp.asarray(points, state.pos.dtype)
+    if local.ndim != 2 or local.shape[1] != 3:
+        raise ValueError(f"points must be a (K, 3) array, got shape {local.shape}")
+    rotation = jnp.vectorize(quat_to_mat, signature="(4)->(3,3)")(state.quat[..., body, :])
+    return state.pos[..., body, None, :] + jnp.einsum("...ij,kj->...ki", rotation, local)
+
+
 def orientations(state: State, bodies=None, *, representation="quat", flat=True):
     """Body orientations: "quat" (N, 4) (w, x, y, z), "matrix" (N, 9) rotation matrices row
     by row, or "up" (N, 3) the body z axis in the world frame (tilt, without heading)."""

@@ -113,8 +113,7 @@ CORNERS = jnp.array([[0.05, 0.05, -0.05], [-0.05, -0.05, 0.05]])
 
 def corners(traj):
     """Two marker points on the box (`fit`'s `observe`): (T, 2, 3)."""
-    return traj.pos[:, 0, None, :] + jax.vmap(
-        lambda q: jax.vmap(lambda p: jc.math.quat_rotate(q, p))(CORNERS))(traj.quat[:, 0])
+    return jc.observe.body_points(traj, CORNERS)
 
 
 def test_fit_recovers_friction_and_stiffness_of_a_sliding_box(sliding_box):
@@ -129,6 +128,9 @@ def test_fit_recovers_friction_and_stiffness_of_a_sliding_box(sliding_box):
     np.testing.assert_allclose(found.params["geom.friction"], 0.4, rtol=1e-2)
     np.testing.assert_allclose(found.params["geom.stiffness"], 2e4, rtol=1e-2)
     assert found.residual_rms < 1e-8
+    # body_points puts the markers where the body's pose carries them
+    np.testing.assert_allclose(corners(traj)[-1], traj.pos[-1, 0][None, :] + jax.vmap(
+        lambda p: jc.math.quat_rotate(traj.quat[-1, 0], p))(CORNERS), atol=1e-12)
     fitted, same_state = found.apply(guess, state)
     assert same_state is state
     np.testing.assert_allclose(fitted.geom.friction, found.params["geom.friction"])

@@ -27,7 +27,7 @@ def lame(youngs_modulus, poisson_ratio):
     nu = check.number("poisson_ratio", poisson_ratio)
     if not -1.0 < nu < 0.5:
         raise ValueError(f"poisson_ratio must be in (-1, 0.5), got {poisson_ratio!r}")
-    return e / (2.0 * (1.0 + nu)), e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+    return lame_array(e, nu)
 
 
 def lame_array(youngs_modulus, poisson_ratio):

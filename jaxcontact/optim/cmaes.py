@@ -8,6 +8,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
+from jaxcontact.optim.compiled import layout, program
 from jaxcontact.optim.result import OptimResult
 
 
@@ -21,7 +22,8 @@ def cmaes(loss, x0, sigma0, *, args=(), max_simulations=10_000, rtol=1e-10, seed
     Args:
       loss: a scalar JAX function of the pytree x (no gradient needed).
       x0: the mean of the first generation.
-      args: a tuple of extra arguments of `loss` (traced, like `lbfgs`'s).
+      args: a tuple of extra arguments of `loss` (traced, like `lbfgs`'s; the batched loss
+        is compiled once per loss function and x layout).
       sigma0: the initial step size (> 0), in the units of x.
       max_simulations: the budget of loss evaluations.
       rtol: stop once the best loss <= rtol loss(x0) (ADD E8's Φ/Φ₀ < 1e-10).
@@ -42,7 +44,8 @@ def cmaes(loss, x0, sigma0, *, args=(), max_simulations=10_000, rtol=1e-10, seed
     if not isinstance(args, tuple):
         raise ValueError(f"args must be a tuple of extra arguments of loss, got {args!r}")
     z0, unravel = ravel_pytree(x0)
-    batch = jax.jit(jax.vmap(lambda z, a: loss(unravel(z), *a), in_axes=(0, None)))
+    batch = program(("cmaes", loss, layout(x0)), lambda: jax.jit(
+        jax.vmap(lambda z, a: loss(unravel(z), *a), in_axes=(0, None))))
     first = float(batch(z0[None], args)[0])
     settings = {"seed": int(seed) + 1, "verbose": -9, "maxfevals": max_simulations - 1,
                 **(options or {})}

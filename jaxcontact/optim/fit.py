@@ -44,10 +44,16 @@ class FitResult:
         return model, state
 
 
+def _path(name):
+    """(is a state leaf, attribute path) of a parameter name: "geom.friction",
+    "model.geom.friction" or "state.vel"."""
+    root, _, rest = name.partition(".")
+    return root == "state", (rest if root in ("model", "state") else name).split(".")
+
+
 def _get(model, state, name):
-    root, _, path = name.partition(".")
-    obj = state if root == "state" else model
-    parts = path.split(".") if root in ("model", "state") else name.split(".")
+    in_state, parts = _path(name)
+    obj = state if in_state else model
     for part in parts:
         if not hasattr(obj, part):
             raise ValueError(f"params: unknown parameter {name!r} (give a model leaf as "
@@ -60,18 +66,14 @@ def _get(model, state, name):
 
 
 def _set(model, state, name, value):
-    root, _, path = name.partition(".")
-    target_is_state = root == "state"
-    parts = (path if root in ("model", "state") else name).split(".")
+    in_state, parts = _path(name)
 
     def put(obj, parts):
         if len(parts) == 1:
             return obj.replace(**{parts[0]: value})
         return obj.replace(**{parts[0]: put(getattr(obj, parts[0]), parts[1:])})
 
-    if target_is_state:
-        return model, put(state, parts)
-    return put(model, parts), state
+    return (model, put(state, parts)) if in_state else (put(model, parts), state)
 
 
 def forward_mode(model):
@@ -101,7 +103,12 @@ def _residual(params, observe):
             model, state = _set(model, state, name, value * scale[name])
         steps = None if controls is not None else observed.shape[0]
         _, traj = rollout(model, state, controls, steps=steps)
-        return jnp.where(mask, observe(traj) - observed, 0.0)
+        shown = observe(traj)
+        # shapes are static: checked while tracing (once per shape), not on every call
+        if shown.shape != observed.shape:
+            raise ValueError(f"observed must have the shape of observe(traj), {shown.shape}, "
+                             f"got {observed.shape}")
+        return jnp.where(mask, shown - observed, 0.0)
 
     return residual
 
@@ -173,13 +180,6 @@ def fit(model, state, observed, params, *, observe=None, mask=None, controls=Non
     check.integer("max_iterations", max_iterations, low=1)
     # a tuple in `params` order: the flattened x (Jacobian columns) follows that order
     x0 = tuple(start[name] / scale[name] for name in params)
-    if observe is not _positions:
-        steps = None if controls is not None else observed.shape[0]
-        shown = jax.eval_shape(lambda: observe(rollout(model, state, controls,
-                                                       steps=steps)[1])).shape
-        if shown != observed.shape:
-            raise ValueError(f"observed must have the shape of observe(traj), {shown}, got "
-                             f"{observed.shape}")
     result = gauss_newton(_residual(params, observe), x0,
                           args=(model, state, observed, mask, controls, scale),
                           max_iterations=max_iterations, xtol=xtol, rtol=rtol)

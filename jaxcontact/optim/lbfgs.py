@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import collections
-
 import jax
 import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
+from jaxcontact.optim.compiled import program
 from jaxcontact.optim.result import OptimResult
-
-
-# the jitted iterations of the latest (loss, memory) pairs: calls with the same loss
-# function (other starts, other `args`, continuation stages) reuse one compiled program;
-# bounded, since each entry keeps its loss (and what the loss closes over) alive
-_COMPILED: collections.OrderedDict = collections.OrderedDict()
-_KEEP = 8
 
 
 def _iteration(loss, memory):
     """The jitted L-BFGS iteration (x, state, args) -> (x, state, value at x, line-search
-    trials) of `loss`."""
-    key = (loss, memory)
-    if key not in _COMPILED:
+    trials) of `loss`, compiled once per (loss, memory)."""
+
+    def build():
         opt = optax.lbfgs(memory_size=memory)
 
         @jax.jit
@@ -36,11 +28,9 @@ def _iteration(loss, memory):
             x = optax.apply_updates(x, updates)
             return x, state, value, optax.tree_utils.tree_get(state, "num_linesearch_steps")
 
-        _COMPILED[key] = (opt, iteration)
-        while len(_COMPILED) > _KEEP:
-            _COMPILED.popitem(last=False)
-    _COMPILED.move_to_end(key)
-    return _COMPILED[key]
+        return opt, iteration
+
+    return program(("lbfgs", loss, memory), build)
 
 
 def _strong(a):

@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-import collections
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
+from jaxcontact.optim.compiled import layout, program
 from jaxcontact.optim.result import OptimResult
 
 
-# the jitted (Jacobian, residual) of the latest residual functions and x structures: a
-# second fit with the same function (another start, other `args`) does not compile again
-_COMPILED: collections.OrderedDict = collections.OrderedDict()
-_KEEP = 8
+def _compiled(residual, unravel, key):
+    """The jitted (Jacobian with residual, residual) of `residual` for x of this layout."""
 
-
-def _compiled(residual, unravel, treedef):
-    key = (residual, treedef)
-    if key not in _COMPILED:
+    def build():
         def flat(z, args):
             r = jnp.ravel(residual(unravel(z), *args))
             return r, r
 
-        _COMPILED[key] = (jax.jit(jax.jacfwd(flat, has_aux=True)),
-                          jax.jit(lambda z, args: flat(z, args)[0]))
-        while len(_COMPILED) > _KEEP:
-            _COMPILED.popitem(last=False)
-    _COMPILED.move_to_end(key)
-    return _COMPILED[key]
+        return (jax.jit(jax.jacfwd(flat, has_aux=True)),
+                jax.jit(lambda z, args: flat(z, args)[0]))
+
+    return program(("gauss_newton", residual, key), build)
 
 
 def gauss_newton(residual, x0, *, args=(), max_iterations=20, xtol=1e-10, rtol=1e-9,
@@ -67,9 +59,7 @@ def gauss_newton(residual, x0, *, args=(), max_iterations=20, xtol=1e-10, rtol=1
     if not isinstance(args, tuple):
         raise ValueError(f"args must be a tuple of extra arguments of residual, got {args!r}")
     z, unravel = ravel_pytree(x0)
-    shape = (jax.tree.structure(x0), tuple((np.shape(v), jnp.result_type(v))
-                                           for v in jax.tree.leaves(x0)))
-    jacobian, value_of = _compiled(residual, unravel, shape)
+    jacobian, value_of = _compiled(residual, unravel, layout(x0))
     J, r = jacobian(z, args)
     cost = 0.5 * float(r @ r)
     history, simulations, converged, status = [cost], 1, False, ""
