@@ -12,14 +12,14 @@ from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
 from jaxcontact.solvers import Descent, Dual, Implicit, Newton, Unrolled
 from jaxcontact.step import rollout, step
-from jaxcontact.types import (RESULT_MESSAGES, Attachment, Body, Control, Geom, Joint, Model,
+from jaxcontact.types import (RESULT_MESSAGES, Attachment, Body, Cloth, Control, Geom, Joint, Model,
                               Motor, Particle, Plane, Result, Shape, Solid, Spring, State,
                               StepInfo)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Attachment", "Body", "BroadPhase", "Contact", "Control", "Descent", "Dual", "Geom",
+    "Attachment", "Body", "BroadPhase", "Cloth", "Contact", "Control", "Descent", "Dual", "Geom",
     "Implicit", "Joint", "Local", "Model", "Motor", "Newton", "Particle", "Plane",
     "RESULT_MESSAGES", "Result", "Scene", "Shape", "SimulationError", "SimulationWarning", "Solid",
     "Spring", "State", "StepInfo", "Unrolled", "batch_mesh", "check_rollout",

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import dofs, terms
+from jaxcontact.models import cloth, solids
 from jaxcontact.models import contacts as colliders
 from jaxcontact.math import quat_rotate, quat_rotate_inverse, quat_to_mat
 from jaxcontact.types import Control, Model, State
@@ -107,6 +108,14 @@ def contacts(model: Model, state: State, bodies=None, *, margin=0.0):
     args = (model, terms.prepare(model, state, control))
     u = jnp.zeros_like(dofs.velocity(state))
     return terms.body_contacts(u, args, margin)[_bodies(state, bodies)]
+
+
+def strain_energy(model: Model, state: State):
+    """The elastic energy (J) of the deformables at `state`: Σ V ψ(F) of the solids'
+    tetrahedra plus the cloth's membrane and bending energies. With the kinetic energy
+    ½ Σ m |v|² (`model.particle_masses`) and gravity it gives the total energy."""
+    return (solids.strain_energy(model, state.particle_pos)
+            + cloth.strain_energy(model, state.particle_pos))
 
 
 def time(state: State):

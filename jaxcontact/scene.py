@@ -31,12 +31,14 @@ from jaxcontact.models.joints import KINDS as JOINT_KINDS
 from jaxcontact.models.joints import JointTerm, LimitTerm, MotorTerm
 from jaxcontact import meshes
 from jaxcontact.models import elasticity
+from jaxcontact.models import cloth as cloth_law
+from jaxcontact.models.cloth import BendingTerm, MembraneTerm
 from jaxcontact.models.solids import SolidTerm
 from jaxcontact.models.springs import AttachmentTerm, SpringTerm
 from jaxcontact.solvers import SOLVERS
 from jaxcontact.solvers.newton import Newton
-from jaxcontact.types import (Attachment, Body, ContactParams, Geom, Joint, Mesh, Model, Motor,
-                              Obstacle, Particle, Plane, Shape, Solid, Spring, State)
+from jaxcontact.types import (Attachment, Body, Cloth, ContactParams, Geom, Joint, Mesh, Model,
+                              Motor, Obstacle, Particle, Plane, Shape, Solid, Spring, State)
 
 SURFACE = ("friction", "stiffness", "damping")
 
@@ -154,14 +156,33 @@ class AttachmentRecord:
 
 
 @dataclasses.dataclass
-class TetRecord:
-    corners: tuple            # 4 particle indices
-    rest_inverse: np.ndarray  # (3, 3)
-    volume: float
+class SolidRecord:
+    """One `add_solid` call: T tetrahedra of one material."""
+    corners: np.ndarray       # (T, 4) particle indices
+    rest_inverse: np.ndarray  # (T, 3, 3)
+    volume: np.ndarray        # (T,)
+    density: float
     youngs_modulus: float
     poisson_ratio: float
     viscosity: float
     material: str
+
+
+@dataclasses.dataclass
+class ClothRecord:
+    """One `add_cloth` call: T triangles and H hinges."""
+    corners: np.ndarray       # (T, 3) particle indices
+    rest_inverse: np.ndarray  # (T, 2, 2)
+    area: np.ndarray          # (T,)
+    hinges: np.ndarray        # (H, 4) particle indices
+    hinge_tris: np.ndarray    # (H, 2) triangle indices within this cloth
+    hinge_weight: np.ndarray  # (H,)
+    hinge_rest_angle: np.ndarray  # (H,)
+    density: float
+    stretch_stiffness: float
+    bend_stiffness: float
+    poisson_ratio: float
+    damping: float
 
 
 @dataclasses.dataclass
@@ -250,7 +271,8 @@ class Scene:
         self._motors: list[MotorRecord] = []
         self._particles: list[ParticleRecord] = []
         self._attachments: list[AttachmentRecord] = []
-        self._tets: list[TetRecord] = []
+        self._solids: list[SolidRecord] = []
+        self._cloths: list[ClothRecord] = []
         self._energies: list[EnergyRecord] = []
         # body pairs (min, max) that never collide (joined by a joint with collide=False)
         self._no_collide: set[tuple[int, int]] = set()
@@ -682,14 +704,28 @@ class Scene:
             check.number("damping", damping, low=0)))
         return len(self._attachments) - 1
 
+    def _mesh_particles(self, points, pos, vel, radius, friction, stiffness, damping):
+        """Particles for a mesh's vertices (own point mass 0: their masses are lumped from
+        the elements' densities, `Model.particle_masses`). Returns the first index."""
+        offset, velocity = check.vector("pos", pos, 3), check.vector("vel", vel, 3)
+        radius = check.number("radius", radius, low=0)
+        surface = self._surface(friction, stiffness, damping)
+        first = len(self._particles)
+        for x in points:
+            self._particles.append(ParticleRecord(mass=0.0, radius=radius, pos=x + offset,
+                                                  vel=velocity, **surface))
+        return first
+
     def add_solid(self, verts, tets, *, density, youngs_modulus, poisson_ratio, viscosity=0.0,
                   material="neo_hookean", pos=(0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
                   radius=0.0, friction=None, stiffness=None, damping=None):
         """Add an FEM solid of linear tetrahedra (`jc.meshes`). Returns its particle indices.
 
-        Every vertex becomes a particle (lumped mass: a quarter of each tetrahedron's ρV),
-        colliding as a ball of `radius` like any particle; every tetrahedron an element of
-        `model.solid`, with its own differentiable E, ν and η (`models/solids.py`).
+        Every vertex becomes a particle, colliding as a ball of `radius` like any particle;
+        every tetrahedron an element of `model.solid`, with its own differentiable ρ, E, ν
+        and η (`models/solids.py`). Vertex masses are lumped from the density (a quarter of
+        each tetrahedron's ρV): `model.particle_masses` is the total, `model.particle.mass`
+        only a point mass added on top (0 here).
 
         Args:
           verts: (V, 3) rest positions (m), in a frame placed at `pos`.
@@ -708,25 +744,71 @@ class Scene:
                              f"{material!r}")
         points = check.points("verts", verts)
         volumes = meshes.check_tets(points, tets)
-        tets = np.asarray(tets)
+        tets = np.asarray(tets, np.int64)
         rho = check.number("density", density, positive=True)
         elasticity.lame(youngs_modulus, poisson_ratio)          # checks E and ν
         eta = check.number("viscosity", viscosity, low=0)
-        offset, velocity = check.vector("pos", pos, 3), check.vector("vel", vel, 3)
-        mass = np.zeros(len(points))
-        np.add.at(mass, tets.reshape(-1), np.repeat(rho * volumes / 4.0, 4))
-        if np.any(mass <= 0):
-            raise ValueError(f"verts: vertex {int(np.argmin(mass))} belongs to no tetrahedron")
-        first = len(self._particles)
-        for x, m in zip(points, mass):
-            self.add_particle(m, x + offset, velocity, radius=radius, friction=friction,
-                              stiffness=stiffness, damping=damping)
-        for corners, volume in zip(tets.tolist(), volumes):
-            rest = elasticity.edge_matrix(points[corners])
-            self._tets.append(TetRecord(tuple(first + c for c in corners),
-                                        np.linalg.inv(rest), float(volume),
+        used = np.zeros(len(points), bool)
+        used[tets.reshape(-1)] = True
+        if not np.all(used):
+            raise ValueError(f"verts: vertex {int(np.argmin(used))} belongs to no tetrahedron")
+        first = self._mesh_particles(points, pos, vel, radius, friction, stiffness, damping)
+        rest = np.swapaxes(points[tets[:, 1:]] - points[tets[:, :1]], 1, 2)
+        self._solids.append(SolidRecord(first + tets, np.linalg.inv(rest), volumes, rho,
                                         float(youngs_modulus), float(poisson_ratio), eta,
                                         material))
+        return np.arange(first, first + len(points))
+
+    def add_cloth(self, verts, tris, *, density, stretch_stiffness, bend_stiffness,
+                  damping=0.0, poisson_ratio=0.0, pos=(0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
+                  radius=0.0, friction=None, stiffness=None, contact_damping=None):
+        """Add a cloth of triangles (`jc.meshes.grid`). Returns its particle indices.
+
+        Every vertex becomes a particle (collides as a ball of `radius` with planes,
+        obstacles and rigid bodies); every triangle a St. Venant-Kirchhoff membrane element
+        and every interior edge a dihedral bending hinge (`models/cloth.py`), with
+        differentiable per-triangle parameters in `model.cloth`. Vertex masses are lumped
+        from the area density (a third of each triangle's ρ_A A). Pin nodes with
+        `scene.attach(p, -1, stiffness=...)`, or tie them to a body with `scene.attach(p, b)`.
+
+        Args:
+          verts: (V, 3) rest positions (m), in a frame placed at `pos`. Any rest shape: a
+            curved rest shape bends back to itself.
+          tris: (T, 3) vertex indices (`jc.meshes.check_tris` rejects degenerate ones).
+          density: area density ρ_A, kg/m² (> 0).
+          stretch_stiffness: k, N/m (> 0): Young's modulus times thickness.
+          bend_stiffness: D, N m (>= 0): flexural rigidity, E t³ / (12 (1 − ν²)).
+          damping: c, N s/m (>= 0) of the membrane's strain-rate dissipation.
+          poisson_ratio: the membrane's in-plane ν in [0, 0.5), default 0.
+          pos, vel: translation of the rest shape, and the initial velocity of every vertex.
+          radius, friction, stiffness, contact_damping: the vertices' contact (`stiffness`
+            and `contact_damping` are the contact's k_n and k_d, as `add_particle`'s
+            `stiffness` and `damping`).
+        """
+        points = check.points("verts", verts)
+        areas = meshes.check_tris(points, tris)
+        tris = np.asarray(tris, np.int64)
+        rho = check.number("density", density, positive=True)
+        k = check.number("stretch_stiffness", stretch_stiffness, positive=True)
+        bend = check.number("bend_stiffness", bend_stiffness, low=0)
+        c = check.number("damping", damping, low=0)
+        nu = check.number("poisson_ratio", poisson_ratio, low=0)
+        if nu >= 0.5:
+            raise ValueError(f"poisson_ratio must be in [0, 0.5), got {poisson_ratio!r}")
+        used = np.zeros(len(points), bool)
+        used[tris.reshape(-1)] = True
+        if not np.all(used):
+            raise ValueError(f"verts: vertex {int(np.argmin(used))} belongs to no triangle")
+        hinges, pairs = cloth_law.hinges(tris)
+        rest_angle = (np.asarray(jax.vmap(cloth_law.dihedral_angle)(jnp.asarray(points[hinges])))
+                      if len(hinges) else np.zeros(0))
+        length2 = np.sum((points[hinges[:, 1]] - points[hinges[:, 0]]) ** 2, -1)
+        weight = length2 / (areas[pairs[:, 0]] + areas[pairs[:, 1]])
+        rest = np.stack([np.linalg.inv(cloth_law.rest_frame(points[t])) for t in tris])
+        first = self._mesh_particles(points, pos, vel, radius, friction, stiffness,
+                                     contact_damping)
+        self._cloths.append(ClothRecord(first + tris, rest, areas, first + hinges, pairs,
+                                        weight, rest_angle, rho, k, bend, nu, c))
         return np.arange(first, first + len(points))
 
     def add_energy(self, fn, *, bodies=None, particles=None, params=None,
@@ -905,10 +987,17 @@ class Scene:
                 out.append(LimitTerm(kind, joints))
         if self._attachments:
             out.append(AttachmentTerm(len(self._attachments)))
-        for material in elasticity.MATERIALS:
-            tets = tuple(i for i, t in enumerate(self._tets) if t.material == material)
+        material = [r.material for r in self._solids for _ in range(len(r.corners))]
+        for law in elasticity.MATERIALS:
+            tets = tuple(i for i, m in enumerate(material) if m == law)
             if tets:
-                out.append(SolidTerm(material, tets))
+                out.append(SolidTerm(law, tets))
+        triangles = sum(len(r.corners) for r in self._cloths)
+        if triangles:
+            out.append(MembraneTerm(triangles))
+        hinges = sum(len(r.hinges) for r in self._cloths)
+        if hinges:
+            out.append(BendingTerm(hinges))
         for t, e in enumerate(self._energies):
             out.append(UserEnergy(e.fn, t, tuple(map(tuple, e.bodies.tolist())),
                                   tuple(map(tuple, e.particles.tolist())), e.dissipation))
@@ -949,6 +1038,24 @@ class Scene:
 
         def column(records, name, *trailing):
             return arr([getattr(r, name) for r in records], *trailing)
+
+        def stacked(records, name, *trailing):
+            """A mesh field (per element of each record) over all records."""
+            return arr(np.concatenate([np.reshape(getattr(r, name), (-1,) + trailing)
+                                       for r in records] or [np.zeros((0,) + trailing)]),
+                       *trailing)
+
+        def stacked_int(records, name, width):
+            return np.concatenate([getattr(r, name) for r in records]
+                                  or [np.zeros((0, width), np.int64)]).tolist()
+
+        def per_element(records, name):
+            """A mesh-wide scalar repeated for each of its elements."""
+            return arr([getattr(r, name) for r in records for _ in range(len(r.corners))])
+
+        offsets = np.cumsum([0] + [len(r.corners) for r in self._cloths])
+        cloth_pairs = np.concatenate([r.hinge_tris + o for r, o in zip(self._cloths, offsets)]
+                                     or [np.zeros((0, 2), np.int64)]).tolist()
 
         bodies, particles, geoms = self._bodies, self._particles, self._geoms
         mass, inertia = zip(*(self._mass_inertia(b) for b in bodies)) if bodies else ((), ())
@@ -1004,12 +1111,22 @@ class Scene:
                                   damping=column(self._attachments, "damping"),
                                   particle=tuple(a.particle for a in self._attachments),
                                   body=tuple(a.body for a in self._attachments)),
-            solid=Solid(**{f: column(self._tets, f) for f in ("youngs_modulus",
-                                                                "poisson_ratio", "viscosity",
-                                                                "volume")},
-                        rest_inverse=column(self._tets, "rest_inverse", 3, 3),
-                        tets=tuple(t.corners for t in self._tets),
-                        material=tuple(t.material for t in self._tets)),
+            solid=Solid(**{f: per_element(self._solids, f) for f in (
+                "density", "youngs_modulus", "poisson_ratio", "viscosity")},
+                        volume=stacked(self._solids, "volume"),
+                        rest_inverse=stacked(self._solids, "rest_inverse", 3, 3),
+                        tets=tuple(map(tuple, stacked_int(self._solids, "corners", 4))),
+                        material=tuple(r.material for r in self._solids
+                                       for _ in range(len(r.corners)))),
+            cloth=Cloth(**{f: per_element(self._cloths, f) for f in (
+                "density", "stretch_stiffness", "bend_stiffness", "poisson_ratio", "damping")},
+                        area=stacked(self._cloths, "area"),
+                        rest_inverse=stacked(self._cloths, "rest_inverse", 2, 2),
+                        hinge_weight=stacked(self._cloths, "hinge_weight"),
+                        hinge_rest_angle=stacked(self._cloths, "hinge_rest_angle"),
+                        tris=tuple(map(tuple, stacked_int(self._cloths, "corners", 3))),
+                        hinges=tuple(map(tuple, stacked_int(self._cloths, "hinges", 4))),
+                        hinge_tris=tuple(map(tuple, cloth_pairs))),
             energy=tuple(jax.tree.map(lambda x: _as_float(x, dtype), e.params)
                          for e in self._energies),
             gravity=jnp.asarray(self.gravity, dtype),

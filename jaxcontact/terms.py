@@ -281,7 +281,7 @@ def mass_blocks(model, state) -> BlockDiagonal:
     rigid = jnp.zeros((model.n_body, 6, 6), dtype)
     rigid = rigid.at[:, :3, :3].set(model.body.mass[:, None, None] * eye)
     rigid = rigid.at[:, 3:, 3:].set(world_inertia(state.quat, model.body.inertia))
-    return BlockDiagonal((rigid, model.particle.mass[:, None, None] * eye))
+    return BlockDiagonal((rigid, model.particle_masses[:, None, None] * eye))
 
 
 def prepare(model, state, control) -> Context:

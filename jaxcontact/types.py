@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 Array = jax.Array
@@ -311,6 +312,7 @@ class Solid:
     per tetrahedron, its corners particles.
 
     Attributes:
+      density:        (T,) ρ, kg/m³ (lumped: ρV/4 to each corner, `Model.particle_masses`).
       youngs_modulus: (T,) E, Pa.
       poisson_ratio:  (T,) ν.
       viscosity:      (T,) η of the Green-strain-rate dissipation η |Ė|² per volume, Pa s.
@@ -320,6 +322,7 @@ class Solid:
       material:       static tuple (T,) of law names (`elasticity.MATERIALS`).
     """
 
+    density: Array
     youngs_modulus: Array
     poisson_ratio: Array
     viscosity: Array
@@ -331,6 +334,44 @@ class Solid:
     @property
     def size(self) -> int:
         return len(self.tets)
+
+
+@struct.dataclass
+class Cloth:
+    """Cloth triangles (`Scene.add_cloth`, `models/cloth.py`): one entry per triangle, its
+    corners particles, and the hinges (interior edges) that carry the bending energy.
+
+    Attributes:
+      density:           (T,) area density ρ_A, kg/m² (lumped: ρ_A A/3 to each corner).
+      stretch_stiffness: (T,) k, the membrane's 2-D Young's modulus, N/m.
+      bend_stiffness:    (T,) D, flexural rigidity, N m (a hinge uses its triangles' mean).
+      poisson_ratio:     (T,) in-plane ν of the membrane.
+      damping:           (T,) c of the strain-rate dissipation c |Ė|² per area, N s/m.
+      rest_inverse:      (T, 2, 2) D_m⁻¹ of the rest triangle in its plane, 1/m.
+      area:              (T,) rest area, m².
+      hinge_weight:      (H,) |ē|² / (Ā₁ + Ā₂) of each hinge's rest shape.
+      hinge_rest_angle:  (H,) rest dihedral angle θ̄, rad.
+      tris:   static tuple (T,) of 3 particle indices.
+      hinges: static tuple (H,) of 4 particle indices (edge, then the opposite corners).
+      hinge_tris: static tuple (H,) of the hinge's 2 triangles.
+    """
+
+    density: Array
+    stretch_stiffness: Array
+    bend_stiffness: Array
+    poisson_ratio: Array
+    damping: Array
+    rest_inverse: Array
+    area: Array
+    hinge_weight: Array
+    hinge_rest_angle: Array
+    tris: tuple = static(default=())
+    hinges: tuple = static(default=())
+    hinge_tris: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.tris)
 
 
 @struct.dataclass
@@ -360,7 +401,7 @@ class Model:
 
     Attributes:
       body, geom, plane, contact, spring, joint, motor, mesh, obstacle: see their classes.
-      particle, attachment, solid: see their classes.
+      particle, attachment, solid, cloth: see their classes.
       energy:   tuple, `model.energy[t]`: the parameters of user term t (`Scene.add_energy`),
                 leaves with a leading axis of its element count.
       gravity:  (3,) m/s².
@@ -381,6 +422,7 @@ class Model:
     particle: Particle
     attachment: Attachment
     solid: Solid
+    cloth: Cloth
     energy: tuple
     gravity: Array
     dt: Array
@@ -396,6 +438,19 @@ class Model:
     def n_particle(self) -> int:
         """P, the number of particles."""
         return self.particle.mass.shape[-1]
+
+    @property
+    def particle_masses(self) -> Array:
+        """(P,) every particle's mass, kg: its own point mass `particle.mass` plus its lumped
+        share of the solid and cloth elements it is a corner of (ρV/4 per tetrahedron,
+        ρ_A A/3 per triangle). The step uses this; it is differentiable in the densities."""
+        mass = self.particle.mass
+        for corners, share in ((self.solid.tets, self.solid.density * self.solid.volume / 4.0),
+                               (self.cloth.tris, self.cloth.density * self.cloth.area / 3.0)):
+            if len(corners):
+                index = np.asarray(corners).reshape(-1)
+                mass = mass.at[..., index].add(jnp.repeat(share, len(corners[0]), axis=-1))
+        return mass
 
     @property
     def n_motor(self) -> int:

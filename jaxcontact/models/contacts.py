@@ -23,7 +23,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from jaxcontact import dofs, terms

@@ -36,7 +36,7 @@ class Gravity(terms.EnergyTerm):
         index = np.arange(self.count, dtype=np.int32).reshape(-1, 1)
         empty = np.zeros((self.count, 0), np.int32)
         bodies, particles = (empty, index) if self.particles else (index, empty)
-        mass = model.particle.mass if self.particles else model.body.mass
+        mass = model.particle_masses if self.particles else model.body.mass
         return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
                               start=dofs.gather_start(state, bodies, particles),
                               params={"mass": mass}, shared={"gravity": model.gravity})

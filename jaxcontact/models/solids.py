@@ -14,11 +14,36 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import dofs, terms
 from jaxcontact.models import elasticity
+
+
+def _density(material, F, p):
+    """ψ(F) (J/m³) of a tetrahedron of `material` with parameters p."""
+    mu, lam = elasticity.lame_array(p["youngs_modulus"], p["poisson_ratio"])
+    return elasticity.MATERIALS[material](F, mu, lam)
+
+
+def strain_energy(model, particle_pos):
+    """Σ V ψ(F) over every tetrahedron (J): the solids' elastic energy at particle positions
+    (P, 3). (`jc.observe.strain_energy` adds the cloth's.)"""
+    solid = model.solid
+    if not solid.size:
+        return jnp.zeros((), particle_pos.dtype)
+    corners = particle_pos[np.asarray(solid.tets)]
+    F = jax.vmap(elasticity.deformation_gradient)(corners, solid.rest_inverse)
+    material = np.asarray(solid.material)
+    total = jnp.zeros((), particle_pos.dtype)
+    for law in set(solid.material):
+        index = np.flatnonzero(material == law)
+        p = {name: getattr(solid, name)[index] for name in ("youngs_modulus", "poisson_ratio")}
+        psi = jax.vmap(lambda f, q: _density(law, f, q))(F[index], p)
+        total = total + jnp.sum(solid.volume[index] * psi)
+    return total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +70,7 @@ class SolidTerm(terms.EnergyTerm):
 
     def potential(self, x, lag, p, shared, dt, irls=0.0):
         F = elasticity.deformation_gradient(x.particle_pos, p["rest_inverse"])
-        mu, lam = elasticity.lame_array(p["youngs_modulus"], p["poisson_ratio"])
-        elastic = elasticity.MATERIALS[self.material](F, mu, lam)
+        elastic = _density(self.material, F, p)
         rate = elasticity.deformation_gradient(x.particle_vel, p["rest_inverse"])
         strain_rate = 0.5 * (rate.T @ F + F.T @ rate)
         dissipation = p["viscosity"] * jnp.sum(strain_rate * strain_rate)

@@ -72,7 +72,7 @@ def energies(model, traj, *, scene=0):
     model, frames = _frames(model, traj, scene)
     mass = np.asarray(model.body.mass, float)
     inertia = np.asarray(model.body.inertia, float)
-    particle_mass = np.asarray(model.particle.mass, float)
+    particle_mass = np.asarray(model.particle_masses, float)
     gravity = np.asarray(model.gravity, float)
     quat = np.asarray(frames.quat, float)
     w, u = quat[..., :1], quat[..., 1:]
@@ -147,7 +147,7 @@ def plot_contact_forces(model, traj, *, ax=None, path=None, scene=0, margin=0.0)
     fig, (axis,) = _figure(ax)
     scene_model, _ = _frames(model, traj, scene)
     weight = (float(np.sum(np.asarray(scene_model.body.mass, float)))
-              + float(np.sum(np.asarray(scene_model.particle.mass, float)))) * float(
+              + float(np.sum(np.asarray(scene_model.particle_masses, float)))) * float(
         np.linalg.norm(np.asarray(scene_model.gravity, float)))
     axis.plot(time, total, label="total normal force")
     axis.plot(time, np.full_like(time, weight), ":", color="0.4", label="weight")
