@@ -3,6 +3,7 @@ and validated.
 
     verts, tets = jc.meshes.box_tets(size=(0.2, 0.1, 0.1), divisions=(8, 4, 4))
     verts, tets = jc.meshes.ball_tets(radius=0.1, divisions=6)
+    verts, tets = jc.meshes.cylinder_tets(radius=0.1, height=0.05, divisions=(7, 3))
     verts, tris = jc.meshes.grid(size=(1.0, 1.0), divisions=(20, 20))
     verts, cells = jc.meshes.load("part.msh", kind="tetra")      # meshio (optional extra)
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from jaxcontact import validate as check
 
-__all__ = ["ball_tets", "box_tets", "check_tets", "check_tris", "grid", "load",
+__all__ = ["ball_tets", "box_tets", "check_tets", "check_tris", "cylinder_tets", "grid", "load",
            "tet_volumes", "tri_areas"]
 
 
@@ -92,6 +93,37 @@ def ball_tets(radius=1.0, divisions=4):
     two = np.linalg.norm(verts, axis=1)
     scale = np.divide(inf, two, out=np.zeros_like(inf), where=two > 0)
     verts = radius * verts * scale[:, None]
+    check_tets(verts, tets)
+    return verts, tets
+
+
+def cylinder_tets(radius=1.0, height=1.0, divisions=(4, 2)):
+    """A solid cylinder of `radius` and `height`, axis z, centred at the origin: `box_tets`
+    of [-1, 1]² x [-height/2, height/2] with (n, n, nz) cells, each point's (x, y) moved
+    along its ray to |(x, y)|_∞ · radius (the square's rings become circles; z is kept).
+    Every tetrahedron lies over one triangle of the square's split, whose orientation the
+    map keeps, so all stay positive. The volume approaches π r² h as n grows (the faceted
+    mantle is inscribed in the circle).
+
+    Args:
+      radius, height: m (> 0).
+      divisions: (n, nz), n cells across the diameter and nz along the axis, or one integer
+        for both.
+
+    Returns:
+      verts (V, 3) with V = (n+1)² (nz+1), tets (6 n² nz, 4).
+    """
+    for name, value in (("radius", radius), ("height", height)):
+        if isinstance(value, bool) or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a positive finite length, got {value!r}")
+    pair = (divisions, divisions) if np.ndim(divisions) == 0 else divisions
+    n, nz = _divisions(pair, 2)
+    verts, tets = box_tets((2.0, 2.0, float(height)), (n, n, nz))
+    xy = verts[:, :2]
+    inf = np.max(np.abs(xy), axis=1)
+    two = np.linalg.norm(xy, axis=1)
+    scale = np.divide(inf, two, out=np.zeros_like(inf), where=two > 0)
+    verts[:, :2] = radius * xy * scale[:, None]
     check_tets(verts, tets)
     return verts, tets
 

@@ -926,13 +926,19 @@ class Scene:
         total = sum(len(p) for p in universe.values())
         brute = broad_phase.mode == "all_pairs" or (
             broad_phase.mode == "auto" and total <= broad_phase.max_all_pairs)
+        # small groups of body-particle pairs: all pairs, outside the sweep (BroadPhase)
+        listed = {kinds: pairs for kinds, pairs in universe.items() if brute or (
+            broad_phase.mode == "auto" and kinds[1] == PARTICLE
+            and len(pairs) <= broad_phase.max_particle_pairs)}
+        swept = {kinds: pairs for kinds, pairs in universe.items() if kinds not in listed}
         sweep = None
-        if not brute and universe:
+        if swept:
             n = len(geoms)
-            objects = n + len(particles)
+            swept_particles = particles if any(kb == PARTICLE for _, kb in swept) else ()
+            objects = n + len(swept_particles)
             # a geom that never collides has a kind of no group: never a candidate
             kinds = (tuple(int(g.shape) if g.collide else -1 for g in geoms)
-                     + (PARTICLE,) * len(particles))
+                     + (PARTICLE,) * len(swept_particles))
             of_body = [[] for _ in self._bodies]
             for g, geom in enumerate(geoms):
                 of_body[geom.body].append(g)
@@ -941,17 +947,17 @@ class Scene:
                       for i in of_body[a] for j in of_body[b]]
             excluded = sorted({i * objects + j for i, j in never}
                               | {g * objects + n + p for g, geom in enumerate(geoms)
-                                 for p in particles if (geom.body, p) in attached})
+                                 for p in swept_particles if (geom.body, p) in attached})
             groups = []
-            for (ka, kb), pairs in universe.items():
+            for (ka, kb), pairs in swept.items():
                 members = len({x for pair in pairs for x in pair})
                 capacity = broad_phase.capacity or default_capacity(ka, kb) * members
                 groups.append((ka, kb, min(capacity, len(pairs))))
             sweep = Sweep(broad_phase, kinds, tuple(groups), tuple(excluded),
                           placed=placed)
         for (ka, kb), pairs in universe.items():
-            static = pairs if brute else ()
-            capacity = 0 if brute else dict(((g[0], g[1]), g[2]) for g in sweep.groups)[(ka, kb)]
+            static = listed.get((ka, kb), ())
+            capacity = 0 if static else dict(((g[0], g[1]), g[2]) for g in sweep.groups)[(ka, kb)]
             if kb == PARTICLE:
                 out.append(ParticleBody(ka, static, laws, capacity, sweep, n_vertices,
                                         placed=placed))

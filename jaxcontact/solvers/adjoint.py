@@ -30,6 +30,8 @@ from jaxcontact import linalg
 from jaxcontact.solvers import linear
 
 AD_MODES = ("vjp", "jvp", "unrolled")
+KRYLOV_RIGID = 100   # the default cap of BiCGSTAB iterations per solve (`Implicit`)
+KRYLOV_MESHES = 400  # ... in scenes with solids or cloth
 MODES = ("reverse", "forward")
 
 
@@ -43,7 +45,8 @@ class Implicit:
         transposition).
       linear: "auto" (dense up to `linear.DENSE_MAX` unknowns, else Krylov), "dense",
         "krylov" (BiCGSTAB, block-Jacobi preconditioned, no n x n matrix).
-      iterations: most BiCGSTAB iterations of a Krylov solve.
+      iterations: most BiCGSTAB iterations of a Krylov solve. None (default): 100, or 400
+        in scenes with solids or cloth (as `Newton.krylov_iterations`).
       rtol: relative residual at which the Krylov solve stops.
       early_exit: stop the Krylov loop at rtol (a while loop) instead of running all
         `iterations` masked; reverse mode then cannot differentiate it a second time.
@@ -51,7 +54,7 @@ class Implicit:
 
     mode: str = "reverse"
     linear: str = "auto"
-    iterations: int = 100
+    iterations: int | None = None
     rtol: float = 1e-12
     early_exit: bool = False
 
@@ -60,8 +63,9 @@ class Implicit:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.linear not in linear.METHODS:
             raise ValueError(f"linear must be one of {linear.METHODS}, got {self.linear!r}")
-        if (isinstance(self.iterations, bool) or not isinstance(self.iterations, numbers.Integral)
-                or self.iterations < 1):
+        if self.iterations is not None and (
+                isinstance(self.iterations, bool)
+                or not isinstance(self.iterations, numbers.Integral) or self.iterations < 1):
             raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
         if not isinstance(self.early_exit, bool):
             raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
@@ -70,7 +74,10 @@ class Implicit:
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
         u, stats = solver.solve(problem, jax.lax.stop_gradient(u0),
                                 jax.lax.stop_gradient(args))
-        settings = dataclasses.replace(self, early_exit=self.early_exit
+        model = args[0]
+        meshes = model.solid.size or model.cloth.size
+        iterations = self.iterations or (KRYLOV_MESHES if meshes else KRYLOV_RIGID)
+        settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
                                        or solver.loops_exit_early)
         return solution(problem, u, args, settings), stats
 

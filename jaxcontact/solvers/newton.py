@@ -67,6 +67,8 @@ _MODEL_ITERATIONS = 5  # most Newton steps on the row model per dense lag direct
 _MODEL_LENGTHS = 16  # step lengths 1, 1/4, ..., 4^-15 tried on the row model
 _MODEL_BELOW = 0.25  # after a lag step this short, the next dense lag direction is the model's
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
+KRYLOV_RIGID = 40    # the default cap of Krylov iterations per direction (`Newton`)
+KRYLOV_MESHES = 400  # ... in scenes with solids or cloth
 
 
 def minimize_row_model(row_model, metric, tol, early_exit=True,
@@ -125,20 +127,29 @@ class Newton(base.Solver):
         contacts).
       krylov_iterations: most Krylov iterations per direction. Each direction is solved to a
         linear residual of 0.1 tol, relative accuracy 1e-3 at most (inexact Newton): with
-        `early_exit` the solve stops there, otherwise every iteration is paid.
+        `early_exit` the solve stops there, otherwise every iteration is paid. None
+        (default): 40, or `KRYLOV_MESHES` (400) in scenes with solids or cloth, whose
+        stiffness couples many particles (a ball on a 16 x 16 cloth needs about 200).
       tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
     """
 
     iterations: int = 12
     line_search: int = 8
     linear: str = "auto"
-    krylov_iterations: int = 40
+    krylov_iterations: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
         base.check_int(self, "line_search")
-        base.check_int(self, "krylov_iterations")
+        if self.krylov_iterations is not None:
+            base.check_int(self, "krylov_iterations")
         base.check_choice(self, "linear", LINEAR_SOLVERS)
+
+    def krylov_cap(self, model) -> int:
+        """`krylov_iterations`, None resolved for `model`."""
+        if self.krylov_iterations is not None:
+            return self.krylov_iterations
+        return KRYLOV_MESHES if model.solid.size or model.cloth.size else KRYLOV_RIGID
 
     def method(self, n: int) -> str:
         """The linear solver of directions for n unknowns ("auto" resolved)."""
@@ -223,7 +234,7 @@ class Newton(base.Solver):
         rtol = jax.lax.stop_gradient(jnp.clip(0.1 * size / jnp.linalg.norm(g),
                                               _FORCING_MIN, _FORCING_MAX))
         d = linear.SOLVERS[method](jac.matvec, linear.block_jacobi(jac), -g,
-                                   self.krylov_iterations, rtol, self.loops_exit_early)
+                                   self.krylov_cap(args[0]), rtol, self.loops_exit_early)
         model = (newton > 0) | (base.finite(d) & (jnp.dot(g, d) < 0.0))
         # where it does not descend, H + τ M has curvature c <= 0 along d (in units of M):
         # the next shift must exceed τ - c
