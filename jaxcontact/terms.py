@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxcontact import dofs
@@ -176,6 +177,15 @@ class Elements:
     shared: Any = None
     index: Any = None
     live: Any = None
+
+
+def particle_elements(state, particles, params) -> Elements:
+    """The `Elements` of a term over particles only (a mesh's tetrahedra, triangles,
+    hinges): `particles` a static (E, kp) index table, `params` leaves with leading axis E."""
+    particles = np.asarray(particles, np.int32)
+    bodies = np.zeros((particles.shape[0], 0), np.int32)
+    return Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
+                    start=dofs.gather_start(state, bodies, particles), params=params)
 
 
 class Term:

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcontact import dofs, terms
+from jaxcontact import terms
 
 
 def membrane_lame(stiffness, poisson_ratio):
@@ -118,6 +118,12 @@ def membrane_rows(F, rate, mu, lam, damping, area, dt):
             terms.bilateral(viscous, dt * area * damping * weights))
 
 
+def hinge_stiffness(cloth):
+    """(H,) D of each hinge: the mean of its two triangles' `bend_stiffness`."""
+    pairs = np.asarray(cloth.hinge_tris, np.int32).reshape(-1, 2)
+    return 0.5 * (cloth.bend_stiffness[..., pairs[:, 0]] + cloth.bend_stiffness[..., pairs[:, 1]])
+
+
 def strain_energy(model, particle_pos):
     """The cloth's elastic energy (J) at particle positions (P, 3): every triangle's membrane
     energy and every hinge's bending energy."""
@@ -130,9 +136,7 @@ def strain_energy(model, particle_pos):
     if not len(cloth.hinges):
         return membrane
     bend = jax.vmap(dihedral_angle)(particle_pos[np.asarray(cloth.hinges)])
-    pairs = np.asarray(cloth.hinge_tris)
-    stiffness = 0.5 * (cloth.bend_stiffness[pairs[:, 0]] + cloth.bend_stiffness[pairs[:, 1]])
-    return membrane + jnp.sum(0.5 * stiffness * cloth.hinge_weight
+    return membrane + jnp.sum(0.5 * hinge_stiffness(cloth) * cloth.hinge_weight
                               * (bend - cloth.hinge_rest_angle) ** 2)
 
 
@@ -149,12 +153,9 @@ class MembraneTerm(terms.RowTerm):
 
     def elements(self, model, state, control, stages):
         cloth = model.cloth
-        particles = np.asarray(cloth.tris, np.int32)
-        bodies = np.zeros((self.count, 0), np.int32)
         params = {name: getattr(cloth, name) for name in
                   ("stretch_stiffness", "poisson_ratio", "damping", "rest_inverse", "area")}
-        return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
-                              start=dofs.gather_start(state, bodies, particles), params=params)
+        return terms.particle_elements(state, cloth.tris, params)
 
     def rows(self, x, lag, p, shared, dt):
         F = deformation_gradient(x.particle_pos, p["rest_inverse"])
@@ -177,15 +178,9 @@ class BendingTerm(terms.RowTerm):
 
     def elements(self, model, state, control, stages):
         cloth = model.cloth
-        particles = np.asarray(cloth.hinges, np.int32)
-        bodies = np.zeros((self.count, 0), np.int32)
-        pairs = np.asarray(cloth.hinge_tris, np.int32)
-        stiffness = 0.5 * (cloth.bend_stiffness[..., pairs[:, 0]]
-                           + cloth.bend_stiffness[..., pairs[:, 1]])
-        params = {"stiffness": stiffness * cloth.hinge_weight,
+        params = {"stiffness": hinge_stiffness(cloth) * cloth.hinge_weight,
                   "rest_angle": cloth.hinge_rest_angle}
-        return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
-                              start=dofs.gather_start(state, bodies, particles), params=params)
+        return terms.particle_elements(state, cloth.hinges, params)
 
     def rows(self, x, lag, p, shared, dt):
         bend = dihedral_angle(x.particle_pos) - p["rest_angle"]

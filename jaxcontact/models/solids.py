@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcontact import dofs, terms
+from jaxcontact import terms
 from jaxcontact.models import elasticity
 
 
@@ -61,12 +61,9 @@ class SolidTerm(terms.EnergyTerm):
     def elements(self, model, state, control, stages):
         solid = model.solid
         index = np.asarray(self.tets, np.int64)
-        particles = np.asarray(solid.tets, np.int32)[index]
-        bodies = np.zeros((len(index), 0), np.int32)
         params = {name: getattr(solid, name)[index] for name in
                   ("youngs_modulus", "poisson_ratio", "viscosity", "rest_inverse", "volume")}
-        return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
-                              start=dofs.gather_start(state, bodies, particles), params=params)
+        return terms.particle_elements(state, np.asarray(solid.tets)[index], params)
 
     def potential(self, x, lag, p, shared, dt, irls=0.0):
         F = elasticity.deformation_gradient(x.particle_pos, p["rest_inverse"])
