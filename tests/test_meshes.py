@@ -48,6 +48,27 @@ def test_ball_tets_approach_the_ball_volume_with_every_element_positive():
     assert errors[2] < 0.05 and errors[1] / errors[2] > 3
 
 
+def test_cylinder_tets_approach_the_cylinder_volume_with_every_element_positive():
+    errors = []
+    for n in (2, 4, 8, 16):
+        verts, tets = jc.meshes.cylinder_tets(0.1, 0.05, (n, 2))
+        assert tets.shape == (6 * n * n * 2, 4)
+        vol = jc.meshes.check_tets(verts, tets)      # raises on any inverted element
+        assert vol.min() > 0
+        np.testing.assert_allclose(np.linalg.norm(verts[:, :2], axis=1).max(), 0.1, rtol=1e-12)
+        np.testing.assert_allclose([verts[:, 2].min(), verts[:, 2].max()], [-0.025, 0.025])
+        errors.append(abs(vol.sum() / (np.pi * 0.1 ** 2 * 0.05) - 1))
+    # an inscribed faceted cylinder: the volume error shrinks as h² (x4 per halving)
+    assert errors[0] > errors[1] > errors[2] > errors[3]
+    assert errors[3] < 2e-3 and errors[2] / errors[3] > 3.5
+    # conforming: faces shared by at most two tetrahedra, the boundary's tile the surface
+    count = collections.Counter(faces_of(tets))
+    assert set(count.values()) <= {1, 2}
+    assert sum(c == 1 for c in count.values()) == 4 * (16 * 16 + 2 * 16 * 2)
+    with pytest.raises(ValueError, match="height must be"):
+        jc.meshes.cylinder_tets(0.1, 0.0, 2)
+
+
 def test_grid_tiles_the_rectangle_counter_clockwise():
     verts, tris = jc.meshes.grid((2.0, 1.0), (4, 3))
     assert verts.shape == (5 * 4, 3) and tris.shape == (24, 3)
