@@ -170,14 +170,13 @@ class SolidRecord:
 
 @dataclasses.dataclass
 class ClothRecord:
-    """One `add_cloth` call: T triangles and H hinges."""
+    """One `add_cloth` call: T triangles."""
     corners: np.ndarray       # (T, 3) particle indices
     rest_inverse: np.ndarray  # (T, 2, 2)
     area: np.ndarray          # (T,)
-    hinges: np.ndarray        # (H, 4) particle indices
-    hinge_tris: np.ndarray    # (H, 2) triangle indices within this cloth
-    hinge_weight: np.ndarray  # (H,)
-    hinge_rest_angle: np.ndarray  # (H,)
+    stencils: np.ndarray      # (T, 6) particle indices, -1 across a boundary edge
+    curvature_map: np.ndarray  # (T, 3, 3)
+    rest_angle: np.ndarray    # (T, 3)
     density: float
     stretch_stiffness: float
     bend_stiffness: float
@@ -766,7 +765,8 @@ class Scene:
 
         Every vertex becomes a particle (collides as a ball of `radius` with planes,
         obstacles and rigid bodies); every triangle a St. Venant-Kirchhoff membrane element
-        and every interior edge a dihedral bending hinge (`models/cloth.py`), with
+        and a Kirchhoff plate bending element, its curvature read from the dihedral angles
+        of its edges (`models/cloth.py`), with
         differentiable per-triangle parameters in `model.cloth`. Vertex masses are lumped
         from the area density (a third of each triangle's ρ_A A). Pin nodes with
         `scene.attach(p, -1, stiffness=...)`, or tie them to a body with `scene.attach(p, b)`.
@@ -777,9 +777,12 @@ class Scene:
           tris: (T, 3) vertex indices (`jc.meshes.check_tris` rejects degenerate ones).
           density: area density ρ_A, kg/m² (> 0).
           stretch_stiffness: k, N/m (> 0): Young's modulus times thickness.
-          bend_stiffness: D, N m (>= 0): flexural rigidity, E t³ / (12 (1 − ν²)).
+          bend_stiffness: D, N m (>= 0): flexural rigidity, E t³ / (12 (1 − ν²)). The
+            bending converges to the plate's on meshes whose vertices have 5-7 neighbours
+            (`jc.meshes.grid`, unstructured meshes); a mesh with valence-4 vertices (a
+            criss-cross grid) bends about 2.9 times too easily (design note 29).
           damping: c, N s/m (>= 0) of the membrane's strain-rate dissipation.
-          poisson_ratio: the membrane's in-plane ν in [0, 0.5), default 0.
+          poisson_ratio: ν in [0, 0.5) of the membrane and the bending, default 0.
           pos, vel: translation of the rest shape, and the initial velocity of every vertex.
           radius, friction, stiffness, contact_damping: the vertices' contact (`stiffness`
             and `contact_damping` are the contact's k_n and k_d, as `add_particle`'s
@@ -799,16 +802,17 @@ class Scene:
         used[tris.reshape(-1)] = True
         if not np.all(used):
             raise ValueError(f"verts: vertex {int(np.argmin(used))} belongs to no triangle")
-        hinges, pairs = cloth_law.hinges(tris)
-        rest_angle = (np.asarray(jax.vmap(cloth_law.dihedral_angle)(jnp.asarray(points[hinges])))
-                      if len(hinges) else np.zeros(0))
-        length2 = np.sum((points[hinges[:, 1]] - points[hinges[:, 0]]) ** 2, -1)
-        weight = length2 / (areas[pairs[:, 0]] + areas[pairs[:, 1]])
+        stencils = cloth_law.bending_stencils(tris)
+        interior = stencils[:, 3:] >= 0
+        safe = np.concatenate([tris, np.where(interior, stencils[:, 3:], tris)], 1)
+        rest_angle = np.asarray(jax.vmap(cloth_law.edge_angles)(jnp.asarray(points[safe]),
+                                                                jnp.asarray(interior)))
         rest = np.stack([np.linalg.inv(cloth_law.rest_frame(points[t])) for t in tris])
         first = self._mesh_particles(points, pos, vel, radius, friction, stiffness,
                                      contact_damping)
-        self._cloths.append(ClothRecord(first + tris, rest, areas, first + hinges, pairs,
-                                        weight, rest_angle, rho, k, bend, nu, c))
+        self._cloths.append(ClothRecord(
+            first + tris, rest, areas, np.where(stencils >= 0, first + stencils, -1),
+            cloth_law.curvature_map(points, stencils), rest_angle, rho, k, bend, nu, c))
         return np.arange(first, first + len(points))
 
     def add_energy(self, fn, *, bodies=None, particles=None, params=None,
@@ -1001,9 +1005,8 @@ class Scene:
         triangles = sum(len(r.corners) for r in self._cloths)
         if triangles:
             out.append(MembraneTerm(triangles))
-        hinges = sum(len(r.hinges) for r in self._cloths)
-        if hinges:
-            out.append(BendingTerm(hinges))
+        if any(np.any(r.stencils[:, 3:] >= 0) for r in self._cloths):
+            out.append(BendingTerm(triangles))
         for t, e in enumerate(self._energies):
             out.append(UserEnergy(e.fn, t, tuple(map(tuple, e.bodies.tolist())),
                                   tuple(map(tuple, e.particles.tolist())), e.dissipation))
@@ -1058,10 +1061,6 @@ class Scene:
         def per_element(records, name):
             """A mesh-wide scalar repeated for each of its elements."""
             return arr([getattr(r, name) for r in records for _ in range(len(r.corners))])
-
-        offsets = np.cumsum([0] + [len(r.corners) for r in self._cloths])
-        cloth_pairs = np.concatenate([r.hinge_tris + o for r, o in zip(self._cloths, offsets)]
-                                     or [np.zeros((0, 2), np.int64)]).tolist()
 
         bodies, particles, geoms = self._bodies, self._particles, self._geoms
         mass, inertia = zip(*(self._mass_inertia(b) for b in bodies)) if bodies else ((), ())
@@ -1128,11 +1127,10 @@ class Scene:
                 "density", "stretch_stiffness", "bend_stiffness", "poisson_ratio", "damping")},
                         area=stacked(self._cloths, "area"),
                         rest_inverse=stacked(self._cloths, "rest_inverse", 2, 2),
-                        hinge_weight=stacked(self._cloths, "hinge_weight"),
-                        hinge_rest_angle=stacked(self._cloths, "hinge_rest_angle"),
+                        curvature_map=stacked(self._cloths, "curvature_map", 3, 3),
+                        rest_angle=stacked(self._cloths, "rest_angle", 3),
                         tris=tuple(map(tuple, stacked_int(self._cloths, "corners", 3))),
-                        hinges=tuple(map(tuple, stacked_int(self._cloths, "hinges", 4))),
-                        hinge_tris=tuple(map(tuple, cloth_pairs))),
+                        stencils=tuple(map(tuple, stacked_int(self._cloths, "stencils", 6)))),
             energy=tuple(jax.tree.map(lambda x: _as_float(x, dtype), e.params)
                          for e in self._energies),
             gravity=jnp.asarray(self.gravity, dtype),

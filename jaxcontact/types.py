@@ -339,21 +339,22 @@ class Solid:
 @struct.dataclass
 class Cloth:
     """Cloth triangles (`Scene.add_cloth`, `models/cloth.py`): one entry per triangle, its
-    corners particles, and the hinges (interior edges) that carry the bending energy.
+    corners particles; each triangle carries membrane and plate bending energy.
 
     Attributes:
       density:           (T,) area density ρ_A, kg/m² (lumped: ρ_A A/3 to each corner).
       stretch_stiffness: (T,) k, the membrane's 2-D Young's modulus, N/m.
-      bend_stiffness:    (T,) D, flexural rigidity, N m (a hinge uses its triangles' mean).
-      poisson_ratio:     (T,) in-plane ν of the membrane.
+      bend_stiffness:    (T,) D, flexural rigidity, N m.
+      poisson_ratio:     (T,) ν of the membrane and of the plate's bending.
       damping:           (T,) c of the strain-rate dissipation c |Ė|² per area, N s/m.
       rest_inverse:      (T, 2, 2) D_m⁻¹ of the rest triangle in its plane, 1/m.
       area:              (T,) rest area, m².
-      hinge_weight:      (H,) |ē|² / (Ā₁ + Ā₂) of each hinge's rest shape.
-      hinge_rest_angle:  (H,) rest dihedral angle θ̄, rad.
-      tris:   static tuple (T,) of 3 particle indices.
-      hinges: static tuple (H,) of 4 particle indices (edge, then the opposite corners).
-      hinge_tris: static tuple (H,) of the hinge's 2 triangles.
+      curvature_map:     (T, 3, 3) M, the shape operator's components from the triangle's
+                         three edge angles (rest geometry, `cloth.curvature_map`), 1/m.
+      rest_angle:        (T, 3) rest dihedral angle θ̄ of each edge, rad (0 on boundaries).
+      tris:     static tuple (T,) of 3 particle indices.
+      stencils: static tuple (T,) of 6 particle indices: the corners, then the far corner
+                across each edge (−1 on a boundary edge; `cloth.bending_stencils`).
     """
 
     density: Array
@@ -363,11 +364,10 @@ class Cloth:
     damping: Array
     rest_inverse: Array
     area: Array
-    hinge_weight: Array
-    hinge_rest_angle: Array
+    curvature_map: Array
+    rest_angle: Array
     tris: tuple = static(default=())
-    hinges: tuple = static(default=())
-    hinge_tris: tuple = static(default=())
+    stencils: tuple = static(default=())
 
     @property
     def size(self) -> int:
