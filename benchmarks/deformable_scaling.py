@@ -15,7 +15,7 @@ the converged fraction and mean Newton iterations; then the log-log slope of tim
 element count (1 = linear).
 
 Usage:
-    python benchmarks/deformable_scaling.py [--quick] [--steps 10]
+    python benchmarks/deformable_scaling.py [--quick] [--steps 10] [--kind solid|cloth|both]
 """
 
 from __future__ import annotations
@@ -120,18 +120,23 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="1k and 2.5k elements only")
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--kind", choices=("solid", "cloth", "both"), default="both",
+                   help="which deformable to measure (default both)")
     args = p.parse_args()
     sizes = [1000, 2500] if args.quick else [1000, 2500, 5000, 10000]
     doc = {"benchmark": "deformable_scaling", "provenance": jax_provenance(),
            "steps": args.steps, "rows": []}
     for kind, build, table in (("solid", solid_scene, SOLIDS), ("cloth", cloth_scene, CLOTHS)):
+        if args.kind not in (kind, "both"):
+            continue
         rows = [measure(kind, table[n], build, args.steps) for n in sizes]
         doc["rows"] += rows
         doc[f"{kind}_slope_forward"] = slope(rows, "forward_ms_per_step")
         doc[f"{kind}_slope_gradient"] = slope(rows, "gradient_ms_per_step")
         log(f"{kind}: log-log slope forward {doc[f'{kind}_slope_forward']:.2f}, gradient "
             f"{doc[f'{kind}_slope_gradient']:.2f}")
-    write_results(doc, "deformable_scaling" + ("_quick" if args.quick else ""))
+    write_results(doc, "deformable_scaling" + ("_quick" if args.quick else "")
+                  + ("" if args.kind == "both" else f"_{args.kind}"))
 
 
 if __name__ == "__main__":
