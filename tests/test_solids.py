@@ -114,6 +114,7 @@ def test_add_solid_rejects_bad_input():
                         youngs_modulus=1e4, poisson_ratio=0.3)
 
 
+@pytest.mark.slow     # 20-25 s of compilation: CI's 8-minute budget
 def test_gradients_with_respect_to_the_material_match_finite_differences(cube):
     """The implicit reverse-mode gradient of a scalar of the final shape of a stretched
     solid with respect to (log E, ν, log ρ, η), against central differences and forward
