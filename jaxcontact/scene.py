@@ -803,8 +803,7 @@ class Scene:
         if not np.all(used):
             raise ValueError(f"verts: vertex {int(np.argmin(used))} belongs to no triangle")
         stencils = cloth_law.bending_stencils(tris)
-        interior = stencils[:, 3:] >= 0
-        safe = np.concatenate([tris, np.where(interior, stencils[:, 3:], tris)], 1)
+        safe, interior = cloth_law.gather_table(stencils)
         rest_angle = np.asarray(jax.vmap(cloth_law.edge_angles)(jnp.asarray(points[safe]),
                                                                 jnp.asarray(interior)))
         rest = np.stack([np.linalg.inv(cloth_law.rest_frame(points[t])) for t in tris])

@@ -207,9 +207,14 @@ def membrane_rows(F, rate, mu, lam, damping, area, dt):
 
 
 def stencil_table(cloth):
+    """`gather_table` of `cloth.stencils`."""
+    return gather_table(cloth.stencils)
+
+
+def gather_table(stencils):
     """(stencils (T, 6) with boundary entries pointing at the triangle's own corner, interior
-    (T, 3) bool), NumPy, from `cloth.stencils`."""
-    stencils = np.asarray(cloth.stencils, np.int64).reshape(-1, 6)
+    (T, 3) bool), NumPy, from a `bending_stencils` table (−1 across boundary edges)."""
+    stencils = np.asarray(stencils, np.int64).reshape(-1, 6)
     interior = stencils[:, 3:] >= 0
     safe = np.where(interior, stencils[:, 3:], stencils[:, :3])
     return np.concatenate([stencils[:, :3], safe], 1), interior
