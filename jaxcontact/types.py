@@ -440,6 +440,11 @@ class Model:
         return self.particle.mass.shape[-1]
 
     @property
+    def has_meshes(self) -> bool:
+        """Whether the scene has FEM solids or cloth (solver defaults differ: `jc.Newton`)."""
+        return bool(self.solid.size or self.cloth.size)
+
+    @property
     def particle_masses(self) -> Array:
         """(P,) every particle's mass, kg: its own point mass `particle.mass` plus its lumped
         share of the solid and cloth elements it is a corner of (ρV/4 per tetrahedron,

@@ -182,7 +182,7 @@ def test_build_rejects_empty_scene(with_plane):
 @pytest.mark.parametrize("kwargs,name", [
     (dict(iterations=0), "iterations"), (dict(iterations=-3), "iterations"),
     (dict(iterations=2.5), "iterations"), (dict(iterations=12.0), "iterations"),
-    (dict(iterations="12"), "iterations"), (dict(iterations=None), "iterations"),
+    (dict(iterations="12"), "iterations"),
     (dict(tol=0.0), "tol"), (dict(tol=-1e-8), "tol"), (dict(tol=NAN), "tol"),
     (dict(tol="1e-8"), "tol"),
     (dict(line_search=0), "line_search"), (dict(line_search=-1), "line_search"),
@@ -192,6 +192,21 @@ def test_build_rejects_empty_scene(with_plane):
 ])
 def test_newton_rejects(kwargs, name):
     _raises_naming(name, jc.Newton, **kwargs)
+
+
+def test_iteration_caps_default_per_scene():
+    """Newton's iterations=None is 12, or 50 with solids or cloth; the other solvers have no
+    per-scene default and reject None."""
+    rigid = jc.Scene()
+    rigid.add_sphere(0.1, mass=1.0)
+    soft = jc.Scene()
+    soft.add_solid(*jc.meshes.box_tets(size=(0.1, 0.1, 0.1), divisions=(1, 1, 1)),
+                   density=100.0, youngs_modulus=1e4, poisson_ratio=0.3)
+    caps = [jc.Newton().iteration_cap(scene.build()[0]) for scene in (rigid, soft)]
+    assert caps == [12, 50]
+    assert jc.Newton(iterations=7).iteration_cap(soft.build()[0]) == 7
+    for solver in (jc.Descent, jc.Dual):
+        _raises_naming("iterations", solver, iterations=None)
 
 
 def test_newton_accepts_valid_settings():

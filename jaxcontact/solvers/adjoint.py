@@ -74,9 +74,7 @@ class Implicit:
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
         u, stats = solver.solve(problem, jax.lax.stop_gradient(u0),
                                 jax.lax.stop_gradient(args))
-        model = args[0]
-        meshes = model.solid.size or model.cloth.size
-        iterations = self.iterations or (KRYLOV_MESHES if meshes else KRYLOV_RIGID)
+        iterations = self.iterations or (KRYLOV_MESHES if args[0].has_meshes else KRYLOV_RIGID)
         settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
                                        or solver.loops_exit_early)
         return solution(problem, u, args, settings), stats

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -113,9 +113,12 @@ class Solver:
     ad: str = "vjp"
     adjoint: Any = "auto"
     gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
+    # whether iterations=None means a default chosen per scene (`iteration_cap`)
+    cap_by_scene: ClassVar[bool] = False
 
     def __post_init__(self):
-        check_int(self, "iterations")
+        if self.iterations is not None or not self.cap_by_scene:
+            check_int(self, "iterations")
         check_positive(self, "tol", optional=True)
         check_bool(self, "early_exit")
         check_choice(self, "ad", AD_MODES)
@@ -125,6 +128,11 @@ class Solver:
             check_choice(self, "adjoint", METHODS)
             rule = from_settings(self.ad, self.adjoint)
         object.__setattr__(self, "gradients", rule)
+
+    def iteration_cap(self, model) -> int:
+        """The static iteration cap for `model`: `iterations` (a solver whose default depends
+        on the scene resolves None here)."""
+        return self.iterations
 
     @property
     def loops_exit_early(self) -> bool:
@@ -204,9 +212,9 @@ class Solver:
         done0, level0 = self.converged(problem, g_start, noise_start, args, tol)
         init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0)
         if self.loops_exit_early:
-            final = loop.until_done(body, init, (args, tol), self.iterations, lambda s: s[2])
+            final = loop.until_done(body, init, (args, tol), self.iteration_cap(args[0]), lambda s: s[2])
         else:
-            final = loop.iterate(lambda s: body(s, (args, tol)), init, self.iterations, False,
+            final = loop.iterate(lambda s: body(s, (args, tol)), init, self.iteration_cap(args[0]), False,
                                  lambda s: s[2])
         carry, used, _, bad, level = final
         u = carry[0]
