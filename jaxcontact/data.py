@@ -34,14 +34,17 @@ central difference q̇ = (q[i+1] - q[i-1]) / 2Δt):
 - gravity in flight measures about -9.5 m/s² along z, 3% short of 9.81: -9.52 (median of the
   second differences of z), -9.55 (median of the central differences of v_z) and -9.49
   (median over 234 tosses of a parabola fitted to each toss's longest flight of more than
-  15 samples; 10th to 90th percentile -9.55 to -9.41). Horizontal accelerations are near 0.
-  A clock 1.6% slower than the nominal 148 Hz (Δt = 0.00669 s) would explain it; we keep
+  15 samples; 10th to 90th percentile -9.55 to -9.41). The horizontal second differences
+  have medians of -0.010 (x) and 0.001 (y) m/s². A true sample period 1.5% shorter than the
+  nominal one (0.00670 s, 149 Hz) would explain it, as would a scale error of the tracking;
+  air drag (about 0.08 m/s² at 2 m/s, and against the motion both ways) would not. We keep
   the nominal period and g = 9.81 and leave this to identification;
-- at rest (the last sample of each toss) the centre sits at z = 0.0512 (median; 0.0501 to
+- at rest (the last sample of each toss) the centre sits at z = 0.0512 m (median; 0.0501 to
   0.0520) instead of the half edge 0.0524: the lowest corner is 1.9 mm (0.9 to 3.1 mm) under
-  the plane z = 0, and the 4 corners of the bottom face span about 1.4 mm in height (a tilt
-  of up to 1°). The tracked pose and the nominal geometry disagree by about a millimetre;
-  a simulation started from a resting sample first settles by that much.
+  the plane z = 0, and the corners of the bottom face differ in height by 1.4 mm (median).
+  The tracked pose and the nominal geometry disagree by a millimetre or two: a simulation
+  started from a resting sample first rises by 0.4 to 2.3 mm and levels by up to 1.1°
+  (`cube_scene` defaults, over all 550 tosses), then stays still.
 """
 
 from __future__ import annotations
