@@ -41,7 +41,8 @@ central difference q̇ = (q[i+1] - q[i-1]) / 2Δt):
   the nominal period and g = 9.81 and leave this to identification;
 - at rest (the last sample of each toss) the centre sits at z = 0.0512 m (median; 0.0501 to
   0.0520) instead of the half edge 0.0524: the lowest corner is 1.9 mm (0.9 to 3.1 mm) under
-  the plane z = 0, and the corners of the bottom face differ in height by 1.4 mm (median).
+  the plane z = 0, and the corners of the bottom face differ in height by about 1.4 mm (medians of the lowest
+  and the fourth lowest: -1.9 and -0.5 mm).
   The tracked pose and the nominal geometry disagree by a millimetre or two: a simulation
   started from a resting sample first rises by 0.4 to 2.3 mm and levels by up to 1.1°
   (`cube_scene` defaults, over all 550 tosses), then stays still.
@@ -61,7 +62,7 @@ from jaxcontact import validate as check
 from jaxcontact.scene import Scene
 from jaxcontact.types import Model, State
 
-__all__ = ["EDGE", "FRICTION", "INERTIA", "MASS", "SAMPLE_PERIOD", "Toss", "Tosses",
+__all__ = ["EDGE", "ENV_VAR", "FRICTION", "INERTIA", "MASS", "SAMPLE_PERIOD", "Toss", "Tosses",
            "check_conventions", "cube_scene", "default_path", "in_flight", "initial_state",
            "load_tosses"]
 
