@@ -55,16 +55,20 @@ import os
 import pathlib
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import validate as check
+from jaxcontact.math import quat_rotate
 from jaxcontact.scene import Scene
-from jaxcontact.types import Model, State
+from jaxcontact.step import rollout
+from jaxcontact.types import Array, Model, State
 
 __all__ = ["EDGE", "ENV_VAR", "FRICTION", "INERTIA", "MASS", "SAMPLE_PERIOD", "Toss", "Tosses",
-           "check_conventions", "cube_scene", "default_path", "in_flight", "initial_state",
-           "load_tosses"]
+           "Windows", "CONTACT_PARAMETERS", "check_conventions", "corners", "cube_scene",
+           "default_path", "in_flight", "initial_state", "load_tosses", "window_residual",
+           "windows", "with_contact"]
 
 EDGE = 0.1048             # m, the cube's edge (half size 0.0524 m)
 MASS = 0.37               # kg
@@ -326,3 +330,102 @@ def initial_state(model: Model, toss: Toss, index=0) -> State:
     return State(pos=body(toss.pos), quat=body(toss.quat), vel=body(toss.vel),
                  ang_vel=body(toss.ang_vel), time=jnp.asarray(toss.time[index], dtype),
                  particle_pos=jnp.zeros((0, 3), dtype), particle_vel=jnp.zeros((0, 3), dtype))
+
+
+# --- windows of tosses: the pieces of a multiple-shooting fit -------------------------------
+
+def corners(pos, quat):
+    """(..., 8, 3) world positions of the cube's 8 corners (nominal edge) from centre
+    positions (..., 3) and body-to-world unit quaternions (..., 4): what a fit compares,
+    since the centre alone does not show the orientation. JAX, batched over leading axes."""
+    local = jnp.asarray(_CORNERS, jnp.result_type(pos, quat))
+    spin = jnp.vectorize(lambda q: jax.vmap(quat_rotate, (None, 0))(q, local),
+                         signature="(4)->(8,3)")
+    return pos[..., None, :] + spin(quat)
+
+
+class Windows(NamedTuple):
+    """B windows of `length` samples cut from tosses: each is simulated from its observed
+    first sample and compared with the `length` samples after it.
+
+    Attributes:
+      start:  a `jc.State` with a leading axis B (one cube per window, `initial_state`).
+      pos:    (B, length, 3) observed centres after each step, m.
+      quat:   (B, length, 4) observed body-to-world quaternions after each step.
+      toss:   (B,) int, the toss of each window.
+      first:  (B,) int, the index of its first sample in the toss.
+    """
+
+    start: State
+    pos: Array
+    quat: Array
+    toss: np.ndarray
+    first: np.ndarray
+
+
+def windows(model: Model, tosses: Tosses, toss_ids, length, stride=None) -> Windows:
+    """Every window of `length` steps (one step per sample: `model.dt` should be
+    `SAMPLE_PERIOD`) starting every `stride` samples (default `length`) in each of the tosses
+    `toss_ids`, in the model's dtype.
+
+    Raises:
+      ValueError: `length` or `stride` not a positive int, a toss id out of range, or no
+        toss long enough for one window.
+    """
+    length = check.integer("length", length, low=1)
+    stride = length if stride is None else check.integer("stride", stride, low=1)
+    ids = [check.index("toss_ids", k, tosses.size) for k in np.atleast_1d(toss_ids).tolist()]
+    starts, pos, quat, which, first = [], [], [], [], []
+    for k in ids:
+        toss = tosses.toss(k)
+        for i in range(0, len(toss.time) - length, stride):
+            starts.append(initial_state(model, toss, i))
+            pos.append(toss.pos[i + 1:i + length + 1])
+            quat.append(toss.quat[i + 1:i + length + 1])
+            which.append(k)
+            first.append(i)
+    if not starts:
+        raise ValueError(f"length must leave room for a window in one of the tosses, got "
+                         f"{length} (longest toss: {max(tosses.lengths[ids])} samples)")
+    dtype = model.dt.dtype
+    return Windows(start=jax.tree.map(lambda *x: jnp.stack(x), *starts),
+                   pos=jnp.asarray(np.stack(pos), dtype), quat=jnp.asarray(np.stack(quat), dtype),
+                   toss=np.asarray(which), first=np.asarray(first))
+
+
+# --- identification: the contact parameters of the cube and the ground ----------------------
+
+CONTACT_PARAMETERS = ("log_friction", "log_stiffness", "log_damping", "ground_mm")
+
+
+def with_contact(model: Model, x) -> Model:
+    """`model` with the contact parameters x = (log μ, log k_n, log k_d, δ / 1 mm) on every
+    geom and plane: Coulomb μ, normal stiffness k_n (N/m) and damping k_d (N s/m), the same
+    on both sides of each contact, and every plane's offset δ (the ground's height). Logs
+    keep the parameters positive and equally scaled for a fit; differentiable in x."""
+    x = jnp.asarray(x)
+    surface = {"friction": jnp.exp(x[0]), "stiffness": jnp.exp(x[1]),
+               "damping": jnp.exp(x[2])}
+
+    def put(leaves):
+        return leaves.replace(**{n: jnp.full_like(getattr(leaves, n), v)
+                                 for n, v in surface.items()})
+
+    plane = put(model.plane).replace(offset=jnp.full_like(model.plane.offset, 1e-3 * x[3]))
+    return model.replace(geom=put(model.geom), plane=plane)
+
+
+def window_residual(model: Model, x, win: Windows) -> Array:
+    """(B · length · 24,) the predicted minus the observed corner positions (m) after every
+    step of every window, the model's contact set to x (`with_contact`): a multiple-shooting
+    residual for `jc.optim.gauss_newton`. Each window is simulated from its observed first
+    sample (`windows`); give the model forward-mode gradients (`jc.optim.forward_mode`) for
+    a Gauss-Newton Jacobian."""
+    moved = with_contact(model, x)
+    steps = win.pos.shape[1]
+
+    def one(start, pos, quat):
+        traj = rollout(moved, start, steps=steps)[1]
+        return corners(traj.pos[:, 0], traj.quat[:, 0]) - corners(pos, quat)
+
+    return jax.vmap(one)(win.start, win.pos, win.quat).reshape(-1)

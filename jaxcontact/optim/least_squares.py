@@ -88,7 +88,8 @@ def gauss_newton(residual, x0, *, args=(), max_iterations=20, xtol=1e-10, rtol=1
                 break
             if decrease <= rtol * (cost + decrease):
                 converged = True
-                status = f"cost decreased by {decrease:.3g}, below rtol of {cost:.3g}"
+                status = (f"cost decreased by {decrease:.3g}, below rtol = {rtol:.3g} of the "
+                          f"cost {cost + decrease:.3g}")
                 break
         elif float(jnp.linalg.norm(step)) <= xtol * (float(jnp.linalg.norm(z)) + xtol):
             # a negligible step that does not lower the cost: at the round-off floor
