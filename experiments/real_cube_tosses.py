@@ -26,7 +26,8 @@ Evaluation on the held-out tosses: every toss simulated from its first observed 
 end; errors of the centre (cm and cube widths) and orientation (degrees) at 0.1 s, 0.3 s and
 the last sample, and whether the face that ends up is the observed one.
 
-Run from the repository root (2 cores: about 10 minutes; `--quick` about 2):
+Needs `mujoco`, `cma` and `matplotlib` (`pip install -e ".[test]"` has them). Run from the
+repository root (2 cores: about 8 minutes; `--quick` about 2):
     python experiments/real_cube_tosses.py [--quick]
 (writes docs/experiments/real_cube_tosses.{json,png,html}).
 """
