@@ -221,14 +221,15 @@ def test_identification_recovers_synthetic_contact(sample, model):
     win = data.windows(model, sample, [1, 2, 3], length=8)
     truth = jnp.array([np.log(0.3), np.log(3e4), np.log(100.0), -1.0])
     moved = data.with_contact(model, truth)
-    traj = jax.vmap(lambda s: jc.rollout(moved, s, steps=8)[1])(win.start)
+    traj = jax.jit(jax.vmap(lambda s: jc.rollout(moved, s, steps=8)[1]))(win.start)
     synthetic = win._replace(pos=traj.pos[:, :, 0], quat=traj.quat[:, :, 0])
-    np.testing.assert_allclose(data.window_residual(model, truth, synthetic), 0.0, atol=1e-12)
     forward = jc.optim.forward_mode(model)
     x0 = jnp.array([np.log(data.FRICTION), np.log(1e5), np.log(300.0), 0.0])
-    assert float(jnp.sqrt(jnp.mean(data.window_residual(model, x0, synthetic) ** 2))) > 1e-3
     found = jc.optim.gauss_newton(lambda x, w: data.window_residual(forward, x, w), x0,
                                   args=(synthetic,), max_iterations=20)
+    # the nominal start misses the synthetic corners by millimetres (RMS over 24 B 8 entries)
+    assert np.sqrt(2 * found.history[0] / (24 * 8 * len(win.toss))) > 1e-3, found.history
+    assert found.value < 1e-20, found.status                 # ½|r|² at the estimate, m²
     ratio = np.exp(np.asarray(found.x[:3]) - np.asarray(truth[:3]))
     np.testing.assert_allclose(ratio, 1.0, rtol=1e-2, err_msg=found.status)
     assert abs(float(found.x[3] - truth[3])) < 1e-2, found.x     # mm
