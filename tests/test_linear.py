@@ -76,9 +76,9 @@ def test_krylov_stops_at_breakdown_without_nan():
 
 def test_bicgstab_in_float32_returns_its_best_iterate():
     """In float32 BiCGSTAB's recursively updated residual drifts from b − A x and near a
-    breakdown its iterate can blow up (without restarts and the best iterate, 1.7e5 |b| on
-    one of these systems): the answer is never worse than x = 0, and where the system is
-    solvable in float32 it meets what float32 allows."""
+    breakdown its iterate can blow up (without residual replacement and the best iterate,
+    1.7e5 |b| on one of these systems): the answer is never worse than x = 0, and where the
+    system is solvable in float32 it meets what float32 allows."""
     def system(seed, skew):
         rng = np.random.default_rng(seed)
         q, _ = np.linalg.qr(rng.normal(size=(60, 60)))

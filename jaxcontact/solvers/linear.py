@@ -13,12 +13,12 @@ iterate; the two loop forms give the same answer.
 - `cr`: preconditioned conjugate residuals: minimizes |b - A x| over the same Krylov space,
   so its residual decreases monotonically (the thesis's choice for contact systems).
 - `bicgstab`: stabilized bi-conjugate gradients (van der Vorst) for non-symmetric A, two
-  products with A per iteration: the exact, non-symmetric Jacobian of the step. Restarted
-  from the true residual every `_RESTART` iterations (one more product per cycle), and it
-  returns the iterate of smallest residual: in float32 the recursive residual drifts and the
+  products with A per iteration: the exact, non-symmetric Jacobian of the step. Its
+  residual is replaced by the true one every `_REPLACE` iterations, and it returns the
+  iterate of smallest residual: in float32 the recursive residual drifts and the
   iterate can blow up near a breakdown (measured on a ball resting on cloth: 10 % of the
   directions had a true relative residual above 35, the README example converged on 69 % of
-  its steps; with restarts every direction met its tolerance and every step converged).
+  its steps; with the replacement every step converged).
 """
 
 from __future__ import annotations
@@ -104,56 +104,60 @@ def cr(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):
     return _run(body, init, iterations, early_exit)
 
 
-_RESTART = 50  # BiCGSTAB iterations per cycle
+_REPLACE = 50  # BiCGSTAB iterations between replacements of its residual by b - A x
 
 
 def bicgstab(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):
-    """x ≈ A⁻¹ b by right-preconditioned BiCGSTAB (A need not be symmetric), restarted every
-    `_RESTART` iterations from the true residual of the best iterate. The iterate returned is
-    the one of smallest residual seen: BiCGSTAB's residual is not monotone, and in float32
-    its recursively updated residual drifts from b − A x."""
+    """x ≈ A⁻¹ b by right-preconditioned BiCGSTAB (A need not be symmetric). Every `_REPLACE`
+    iterations the recursively updated residual is replaced by the true one, b − A x (one
+    more product; the iteration goes on with its search directions), and the iterate
+    returned is the one of smallest residual seen: in float32 the recursive residual drifts
+    from b − A x, and BiCGSTAB's residual is not monotone."""
     stop_at = (rtol * jnp.linalg.norm(b)) ** 2
     one = jnp.ones((), b.dtype)
 
-    def cycle(outer):
-        x0, rr0, _ = outer
-        r0 = b - matvec(x0)
-        rr_true = jnp.dot(r0, r0)
+    def body(carry):
+        x, r, p, v, rho, alpha, omega, best, best_rr, done = carry
+        rho_new = jnp.dot(b, r)          # the fixed shadow residual r̂ = r0 = b (x0 = 0)
+        done = done | (jnp.dot(r, r) <= stop_at) | (rho_new == 0.0)
+        beta = safe_div(rho_new, rho) * safe_div(alpha, omega)
+        p_new = r + beta * (p - omega * v)
+        y = precond(p_new)
+        v_new = matvec(y)
+        alpha_new = safe_div(rho_new, jnp.dot(b, v_new))
+        s = r - alpha_new * v_new
+        z = precond(s)
+        t = matvec(z)
+        omega_new = safe_div(jnp.dot(t, s), jnp.dot(t, t))
+        x_new = x + alpha_new * y + omega_new * z
+        r_new = s - omega_new * t
+        ok = ~done & jnp.all(jnp.isfinite(x_new))
+        keep = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
+        rr_new = jnp.dot(r_new, r_new)
+        better = ok & (rr_new < best_rr)
+        return (keep(x_new, x), keep(r_new, r), keep(p_new, p), keep(v_new, v),
+                keep(rho_new, rho), keep(alpha_new, alpha), keep(omega_new, omega),
+                jnp.where(better, x_new, best), jnp.where(better, rr_new, best_rr),
+                done | ~ok)
 
-        def body(carry):
-            x, r, p, v, rho, alpha, omega, best, best_rr, done = carry
-            rho_new = jnp.dot(r0, r)
-            done = done | (jnp.dot(r, r) <= stop_at) | (rho_new == 0.0)
-            beta = safe_div(rho_new, rho) * safe_div(alpha, omega)
-            p_new = r + beta * (p - omega * v)
-            y = precond(p_new)
-            v_new = matvec(y)
-            alpha_new = safe_div(rho_new, jnp.dot(r0, v_new))
-            s = r - alpha_new * v_new
-            z = precond(s)
-            t = matvec(z)
-            omega_new = safe_div(jnp.dot(t, s), jnp.dot(t, t))
-            x_new = x + alpha_new * y + omega_new * z
-            r_new = s - omega_new * t
-            ok = ~done & jnp.all(jnp.isfinite(x_new))
-            keep = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
-            rr_new = jnp.dot(r_new, r_new)
-            better = ok & (rr_new < best_rr)
-            return (keep(x_new, x), keep(r_new, r), keep(p_new, p), keep(v_new, v),
-                    keep(rho_new, rho), keep(alpha_new, alpha), keep(omega_new, omega),
-                    jnp.where(better, x_new, best), jnp.where(better, rr_new, best_rr),
-                    done | ~ok)
+    def cycle(carry):
+        # the true residual of the iterate replaces the recursive one, and of the best
+        # iterate corrects its recorded norm (the recursion's estimate of it may have drifted)
+        x, _, p, v, rho, alpha, omega, best, _, done = carry
+        r = b - matvec(x)
+        rr = jnp.dot(r, r)
+        r_best = b - matvec(best)
+        rr_best = jnp.dot(r_best, r_best)
+        best, rr_best = jax.tree.map(lambda a, c: jnp.where(rr < rr_best, a, c),
+                                     (x, rr), (best, rr_best))
+        done = done | (rr_best <= stop_at)
+        carry = (x, r, p, v, rho, alpha, omega, best, rr_best, done)
+        return loop.iterate(body, carry, _REPLACE, early_exit, lambda c: c[-1])
 
-        init = (x0, r0, jnp.zeros_like(b), jnp.zeros_like(b), one, one, one, x0, rr_true,
-                rr_true <= stop_at)
-        out = loop.iterate(body, init, _RESTART, early_exit, lambda carry: carry[-1])
-        improved = out[-2] < rr_true
-        return (out[-3], out[-2], (rr_true <= stop_at) | ~improved)
-
-    cycles = max(1, -(-iterations // _RESTART))
-    init = (jnp.zeros_like(b), jnp.dot(b, b), jnp.zeros((), bool))
-    return loop.iterate(lambda o: jax.tree.map(lambda n, c: jnp.where(o[2], c, n), cycle(o), o),
-                        init, cycles, early_exit, lambda o: o[2])[0]
+    zero = jnp.zeros_like(b)
+    init = (zero, b, zero, zero, one, one, one, zero, jnp.dot(b, b), jnp.zeros((), bool))
+    cycles = max(1, -(-iterations // _REPLACE))
+    return loop.iterate(cycle, init, cycles, early_exit, lambda c: c[-1])[-3]
 
 
 SOLVERS = {"cg": cg, "cr": cr, "bicgstab": bicgstab}
