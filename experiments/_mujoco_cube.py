@@ -78,12 +78,6 @@ FRICTION = jcdata.FRICTION
 SAMPLE_PERIOD = jcdata.SAMPLE_PERIOD
 GRAVITY = (0.0, 0.0, -9.81)
 
-# the corners of the cube in its body frame, m: index 4 i + 2 j + k has signs (x, y, z) =
-# (±, ±, ±) with - for 0 and + for 1 (the order of jc.data's corner table)
-_CORNERS = 0.5 * EDGE * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)],
-                                 dtype=np.float64)
-
-
 class Params(NamedTuple):
     """MuJoCo contact parameters of the cube on the ground.
 
@@ -262,13 +256,6 @@ def _rotate_inverse(q, v):
     return v + w * t + np.cross(u, t)
 
 
-def _rotate(q, v):
-    """R(q) v for unit quaternions q (..., 4) (w, x, y, z) and vectors v (..., 3)."""
-    w, u = q[..., :1], q[..., 1:]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
-
-
 def _toss(tosses, k):
     """Toss k of a `jc.data.Tosses` or of a mapping / sequence of `jc.data.Toss`."""
     if isinstance(tosses, jcdata.Tosses):
@@ -336,8 +323,7 @@ def corners(pos, quat) -> np.ndarray:
     if pos.ndim != 2 or pos.shape[1] != 3 or quat.shape != (len(pos), 4):
         raise ValueError(f"pos must be (T, 3) and quat (T, 4), got {pos.shape} and "
                          f"{quat.shape}")
-    body = np.broadcast_to(_CORNERS, (len(pos), 8, 3))
-    return pos[:, None, :] + _rotate(quat[:, None, :], body)
+    return np.asarray(jcdata.corners(pos, quat))
 
 
 def make_windows(tosses, ks, length=20, stride=10) -> list[tuple[int, int, int]]:
