@@ -7,7 +7,8 @@ stable Neo-Hookean, dt = 2 ms, `jc.Contact(normal="power")` (with the default li
 Newton converges on 40 % of these steps: design note 28). Cloth: a square sheet of `jc.meshes.grid` (2 cm squares),
 pinned at its four corners, sagging under gravity: k = 1e3 N/m, D = 1e-4 N m, ρ_A = 0.2
 kg/m², c = 0.05 N s/m, dt = 5 ms. Default solver settings (Newton, block-sparse Jacobian,
-BiCGSTAB with block-Jacobi; implicit gradients by the Krylov adjoint).
+BiCGSTAB preconditioned by block-Jacobi, or by the multilevel V-cycle for cloth of 1,000
+particles or more; implicit gradients by the Krylov adjoint); `--preconditioner` forces one.
 
 For each size: compile times, the best wall time of a `steps`-step rollout and of the reverse
 gradient of a scalar of its final state with respect to E (solids) or k (cloth), per step;
@@ -16,6 +17,7 @@ element count (1 = linear).
 
 Usage:
     python benchmarks/deformable_scaling.py [--quick] [--steps 10] [--kind solid|cloth|both]
+        [--preconditioner auto|block_jacobi|multilevel]
 """
 
 from __future__ import annotations
@@ -76,8 +78,10 @@ def cloth_scene(n):
     return model, state, len(tris), with_param, jnp.log(1e3)
 
 
-def measure(kind, size, build, steps):
+def measure(kind, size, build, steps, preconditioner="auto"):
     model, state, elements, with_param, x0 = build(size)
+    model = model.replace(solver=jc.Newton(
+        preconditioner=preconditioner, adjoint=jc.Implicit(preconditioner=preconditioner)))
     n_particles = int(state.particle_pos.shape[0])
     log(f"{kind} {elements} elements, {n_particles} particles")
 
@@ -97,6 +101,7 @@ def measure(kind, size, build, steps):
         {"forward": lambda: run(model, state), "gradient": lambda: grad(x0, model, state)},
         repeats=2, min_time_s=1.0)
     row = {"kind": kind, "elements": elements, "particles": n_particles, "steps": steps,
+           "preconditioner": preconditioner,
            "compile_forward_s": compile_forward, "compile_gradient_s": compile_gradient,
            "forward_ms_per_step": 1e3 * best["forward"] / steps,
            "gradient_ms_per_step": 1e3 * best["gradient"] / steps,
@@ -122,21 +127,29 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--kind", choices=("solid", "cloth", "both"), default="both",
                    help="which deformable to measure (default both)")
+    p.add_argument("--sizes", type=int, nargs="+", choices=sorted(SOLIDS),
+                   help="element counts to measure (default all, or 1000 2500 with --quick)")
+    p.add_argument("--preconditioner", choices=("auto", "block_jacobi", "multilevel"),
+                   default="auto", help="of the Krylov solves, forward and adjoint "
+                   "(default auto: multilevel for cloth of 1,000 particles or more)")
     args = p.parse_args()
-    sizes = [1000, 2500] if args.quick else [1000, 2500, 5000, 10000]
+    sizes = args.sizes or ([1000, 2500] if args.quick else [1000, 2500, 5000, 10000])
     doc = {"benchmark": "deformable_scaling", "provenance": jax_provenance(),
            "steps": args.steps, "rows": []}
     for kind, build, table in (("solid", solid_scene, SOLIDS), ("cloth", cloth_scene, CLOTHS)):
         if args.kind not in (kind, "both"):
             continue
-        rows = [measure(kind, table[n], build, args.steps) for n in sizes]
+        rows = [measure(kind, table[n], build, args.steps, args.preconditioner)
+                for n in sizes]
         doc["rows"] += rows
         doc[f"{kind}_slope_forward"] = slope(rows, "forward_ms_per_step")
         doc[f"{kind}_slope_gradient"] = slope(rows, "gradient_ms_per_step")
         log(f"{kind}: log-log slope forward {doc[f'{kind}_slope_forward']:.2f}, gradient "
             f"{doc[f'{kind}_slope_gradient']:.2f}")
     write_results(doc, "deformable_scaling" + ("_quick" if args.quick else "")
-                  + ("" if args.kind == "both" else f"_{args.kind}"))
+                  + ("" if args.kind == "both" else f"_{args.kind}")
+                  + ("" if args.preconditioner == "auto" else f"_{args.preconditioner}")
+                  + ("" if args.sizes is None else "_" + "-".join(map(str, args.sizes))))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ imports the other, and `step.py` hands one to the other. All are pytrees, so the
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -119,6 +119,7 @@ class Jacobian:
       blocks:   per term (E, k) group-relative block index of each slot (-1 = world).
       slots:    static, per term: ((group, offset, size), ...) of the element's k slots.
       size:     static n.
+      coarse:   the meshes' `aggregation.CoarseSpace` for multilevel preconditioning, or None.
     """
 
     diagonal: BlockDiagonal
@@ -127,6 +128,7 @@ class Jacobian:
     blocks: tuple
     slots: tuple = struct.field(pytree_node=False)
     size: int = struct.field(pytree_node=False)
+    coarse: Any = None
 
     def matvec(self, v):
         out = self.diagonal.apply(v)
@@ -148,6 +150,11 @@ class Jacobian:
         for a, idx in zip(self.local, self.index):
             out = out.at[idx[:, :, None], idx[:, None, :]].add(a)
         return out[:n, :n] + self.diagonal.dense()
+
+    def transpose(self) -> "Jacobian":
+        """Hᵀ in the same form."""
+        return self.replace(diagonal=self.diagonal.transpose(),
+                            local=tuple(jnp.swapaxes(a, 1, 2) for a in self.local))
 
     def magnitude(self) -> "Jacobian":
         """|H|: the same structure with every entry replaced by its absolute value."""

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxcontact import dofs
+from jaxcontact import aggregation, dofs
 from jaxcontact.math import safe_sqrt, world_inertia, world_inertia_inv
 from jaxcontact.problem import BlockDiagonal, Jacobian, Problem, RowBlock, RowModel
 from jaxcontact.types import Array
@@ -270,6 +270,8 @@ class Context:
       resolution: (n,) the velocity that one rounding unit of the configuration amounts to
                 over the step: eps |position| / Δt per translational DOF, eps / Δt per
                 rotational one (`Problem.resolution`).
+      coarse:   the meshes' `aggregation.CoarseSpace` at the start of the step (multilevel
+                preconditioning), or None (`coarse_space`).
     """
 
     elements: tuple
@@ -278,6 +280,7 @@ class Context:
     u_flight: Array
     overflow: Array
     resolution: Array
+    coarse: Any = None
 
 
 def layout(model) -> dofs.Layout:
@@ -322,7 +325,21 @@ def prepare(model, state, control) -> Context:
     elements = tuple(elements)
     return Context(elements=elements, mass=mass, u_free=u_free,
                    u_flight=_free_flight(model, elements, mass, u_free), overflow=overflow,
-                   resolution=resolution)
+                   resolution=resolution, coarse=coarse_space(model, state))
+
+
+def coarse_space(model, state):
+    """The coarse space of the model's meshes at the state's positions, where a solve may
+    use it: cloth of at least `aggregation.MIN_PARTICLES` particles (where the multilevel
+    preconditioner pays: design note 31), or a solver that asks for it; else None."""
+    structure = aggregation.of_model(model)
+    if structure is None:
+        return None
+    wanted = {getattr(model.solver, "preconditioner", "auto"),
+              getattr(getattr(model.solver, "gradients", None), "preconditioner", "auto")}
+    if "multilevel" not in wanted and not aggregation.pays(model):
+        return None
+    return aggregation.coarse_space(structure, state.particle_pos)
 
 
 # --- generic assembly (every function takes args = (model, ctx) last) -------------------------
@@ -510,7 +527,7 @@ def _assembled(model, ctx, local) -> Jacobian:
     return Jacobian(ctx.mass, tuple(local), tuple(el.index for el in ctx.elements),
                     tuple(dofs.block_ids(el.bodies, el.particles) for el in ctx.elements),
                     tuple(dofs.slots(t.n_bodies, t.n_particles) for t in model.terms),
-                    layout(model).size)
+                    layout(model).size, ctx.coarse)
 
 
 def linearize(u, args, mode="exact", lag=None, irls=0.0):

@@ -7,8 +7,8 @@ For the solution u*(θ) of g(u; θ) = 0 (g = ∂Φ/∂u, `Problem.gradient`), wi
     forward:  J u̇ = -(∂g/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
 
 J is the exact, block-sparse Jacobian of the step (`Problem.linearize`): factored densely for
-small systems, or solved by BiCGSTAB on its products with a block-Jacobi preconditioner for
-large ones (`linear`: "auto" picks by size). The forward rule solves through
+small systems, or solved by BiCGSTAB on its products with a block-Jacobi or multilevel
+preconditioner for large ones (`linear`: "auto" picks by size). The forward rule solves through
 `lax.custom_linear_solve`, which JAX can transpose, so `jax.grad` works in forward mode too.
 Solvers never see these rules: `solve` runs the solver on stop-gradient inputs and attaches
 the rule to its answer, whose primal is the identity on u*. The memory kept per solve is u*
@@ -44,9 +44,11 @@ class Implicit:
         `custom_jvp` for `jax.jvp` / `jax.jacfwd`, e.g. Gauss-Newton; reverse mode works by
         transposition).
       linear: "auto" (dense up to `linear.DENSE_MAX` unknowns, else Krylov), "dense",
-        "krylov" (BiCGSTAB, block-Jacobi preconditioned, no n x n matrix).
+        "krylov" (preconditioned BiCGSTAB, no n x n matrix).
       iterations: most BiCGSTAB iterations of a Krylov solve. None (default): 100, or 400
         in scenes with solids or cloth (as `Newton.krylov_iterations`).
+      preconditioner: of the Krylov solve, as `Newton.preconditioner` ("auto", default:
+        multilevel in scenes with a large cloth, else block-Jacobi).
       rtol: relative residual at which the Krylov solve stops.
       early_exit: stop the Krylov loop at rtol (a while loop) instead of running all
         `iterations` masked; reverse mode then cannot differentiate it a second time.
@@ -55,6 +57,7 @@ class Implicit:
     mode: str = "reverse"
     linear: str = "auto"
     iterations: int | None = None
+    preconditioner: str = "auto"
     rtol: float = 1e-12
     early_exit: bool = False
 
@@ -63,6 +66,9 @@ class Implicit:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.linear not in linear.METHODS:
             raise ValueError(f"linear must be one of {linear.METHODS}, got {self.linear!r}")
+        if self.preconditioner not in linear.PRECONDITIONERS:
+            raise ValueError(f"preconditioner must be one of {linear.PRECONDITIONERS}, "
+                             f"got {self.preconditioner!r}")
         if self.iterations is not None and (
                 isinstance(self.iterations, bool)
                 or not isinstance(self.iterations, numbers.Integral) or self.iterations < 1):
@@ -103,7 +109,7 @@ def _operator(jac, settings, transpose):
         a = a.T if transpose else a
         return lambda b: linalg.solve(a, b)
     matvec = jac.rmatvec if transpose else jac.matvec
-    precond = linear.block_jacobi(jac, transpose)
+    precond = linear.preconditioner(jac, settings.preconditioner, transpose)
     return lambda b: linear.bicgstab(matvec, precond, b, settings.iterations, settings.rtol,
                                      settings.early_exit)
 

@@ -28,13 +28,14 @@ import jax.numpy as jnp
 
 from jaxcontact import linalg
 from jaxcontact.math import safe_div
-from jaxcontact.solvers import loop
+from jaxcontact.solvers import loop, multilevel
 
 # Up to this many unknowns (16 bodies) a dense factorization of the assembled Jacobian is
 # cheaper than a Krylov solve; above it the O(n³) elimination loses (measured: see
 # docs/benchmarks/step_cost.md).
 DENSE_MAX = 96
 METHODS = ("auto", "dense", "krylov")
+PRECONDITIONERS = ("auto", "block_jacobi", "multilevel")
 
 
 def dense(n: int, method: str) -> bool:
@@ -55,6 +56,24 @@ def block_jacobi(jacobian, transpose=False):
     if transpose:
         inverse = inverse.transpose()
     return inverse.apply
+
+
+def preconditioner(jacobian, kind="auto", transpose=False):
+    """v ↦ P v ≈ J⁻¹ v (or J⁻ᵀ v) for a Krylov solve with J. kind "block_jacobi":
+    `block_jacobi`; "multilevel": a V-cycle over the meshes' coarse space
+    (`solvers.multilevel`); "auto": multilevel where the Jacobian has a coarse space (a cloth
+    of at least `aggregation.MIN_PARTICLES` particles, or a solver that asked for one), else
+    block-Jacobi."""
+    if kind not in PRECONDITIONERS:
+        raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {kind!r}")
+    if kind == "auto":
+        kind = "block_jacobi" if jacobian.coarse is None else "multilevel"
+    if kind == "block_jacobi":
+        return block_jacobi(jacobian, transpose)
+    if jacobian.coarse is None:
+        raise ValueError("preconditioner='multilevel' needs a scene with solids or cloth "
+                         "(it aggregates their mesh particles); this scene has none")
+    return multilevel.preconditioner(jacobian, jacobian.coarse, transpose)
 
 
 def cg(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):

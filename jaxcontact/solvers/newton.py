@@ -136,6 +136,12 @@ class Newton(base.Solver):
         `early_exit` the solve stops there, otherwise every iteration is paid. None
         (default): 40, or `KRYLOV_MESHES` (400) in scenes with solids or cloth, whose
         stiffness couples many particles (a ball on a 16 x 16 cloth needs about 200).
+      preconditioner: of the Krylov solves. "auto" (default): "multilevel" in scenes with a
+        cloth of at least `aggregation.MIN_PARTICLES` (1,000) particles, else
+        "block_jacobi" (where it was measured to pay: design note 31). "block_jacobi": each block's diagonal block inverted. "multilevel":
+        a V-cycle over aggregates of the mesh particles and their rigid motions
+        (`solvers.multilevel`; scenes with solids or cloth only): two more products with the
+        Jacobian per application, far fewer Krylov iterations on large meshes.
       tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
     """
 
@@ -144,10 +150,12 @@ class Newton(base.Solver):
     cap_by_scene = True
     linear: str = "auto"
     krylov_iterations: int | None = None
+    preconditioner: str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
         base.check_int(self, "line_search")
+        base.check_choice(self, "preconditioner", linear.PRECONDITIONERS)
         if self.krylov_iterations is not None:
             base.check_int(self, "krylov_iterations")
         base.check_choice(self, "linear", LINEAR_SOLVERS)
@@ -246,7 +254,7 @@ class Newton(base.Solver):
         size = jnp.linalg.norm(mass.apply(jnp.broadcast_to(tol, g.shape)))
         rtol = jax.lax.stop_gradient(jnp.clip(0.1 * size / jnp.linalg.norm(g),
                                               _FORCING_MIN, _FORCING_MAX))
-        d = linear.SOLVERS[method](jac.matvec, linear.block_jacobi(jac), -g,
+        d = linear.SOLVERS[method](jac.matvec, linear.preconditioner(jac, self.preconditioner), -g,
                                    self.krylov_cap(args[0]), rtol, self.loops_exit_early)
         model = (newton > 0) | (base.finite(d) & (jnp.dot(g, d) < 0.0))
         # where it does not descend, H + τ M has curvature c <= 0 along d (in units of M):
