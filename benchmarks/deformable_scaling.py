@@ -144,8 +144,9 @@ def main():
         doc["rows"] += rows
         doc[f"{kind}_slope_forward"] = slope(rows, "forward_ms_per_step")
         doc[f"{kind}_slope_gradient"] = slope(rows, "gradient_ms_per_step")
-        log(f"{kind}: log-log slope forward {doc[f'{kind}_slope_forward']:.2f}, gradient "
-            f"{doc[f'{kind}_slope_gradient']:.2f}")
+        if len(rows) > 1:
+            log(f"{kind}: log-log slope forward {doc[f'{kind}_slope_forward']:.2f}, gradient "
+                f"{doc[f'{kind}_slope_gradient']:.2f}")
     write_results(doc, "deformable_scaling" + ("_quick" if args.quick else "")
                   + ("" if args.kind == "both" else f"_{args.kind}")
                   + ("" if args.preconditioner == "auto" else f"_{args.preconditioner}")

@@ -174,8 +174,9 @@ def of_model(model) -> Hierarchy | None:
 def pays(model) -> bool:
     """Whether "auto" preconditioning is multilevel for `model`: its cloth has at least
     `MIN_PARTICLES` particles. Measured (design note 31): on cloth, block-Jacobi BiCGSTAB
-    needs about 150 iterations per direction, the V-cycle about 20, and the multilevel step
-    is as fast at 1,300 particles and 1.7x faster in its gradient at 5,200; on the solids
+    needs about 150 iterations per direction, the V-cycle about 20; the multilevel step is
+    as fast forward from 1,300 particles on, its gradient 1.8x faster at 2,600 and 1.2x at
+    5,200 (slower below 1,000); on the solids
     of the scaling benchmark block-Jacobi needs about 17 iterations at every size, and the
     multilevel step is 2x slower."""
     return len({p for tri in model.cloth.tris for p in tri}) >= MIN_PARTICLES
