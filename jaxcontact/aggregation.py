@@ -210,7 +210,8 @@ def _cross_matrix(r):
 def _whiten(gram):
     """(W, W⁺, kept) per (6, 6) Gram matrix G: Wᵀ G W = diag(kept), W⁺ W = diag(kept)."""
     lam, vec = jnp.linalg.eigh(gram)
-    kept = lam > _DROP * lam[..., -1:]
+    drop = max(_DROP, 1e3 * float(jnp.finfo(gram.dtype).eps))   # float32: above its rounding
+    kept = lam > drop * lam[..., -1:]
     root = jnp.sqrt(jnp.where(kept, lam, 1.0))
     w = vec * jnp.where(kept, 1.0 / root, 0.0)[..., None, :]
     w_plus = jnp.swapaxes(vec * jnp.where(kept, root, 0.0)[..., None, :], -1, -2)
