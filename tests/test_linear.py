@@ -91,3 +91,15 @@ def test_bicgstab_in_float32_returns_its_best_iterate():
             x = linear.bicgstab(lambda v: a @ v, lambda v: v, b, 400, rtol=1e-10)
             assert x.dtype == jnp.float32
             assert float(jnp.linalg.norm(b - a @ x) / jnp.linalg.norm(b)) < bound, (skew, seed)
+
+
+def test_bicgstab_runs_no_more_iterations_than_its_cap():
+    """A cap below the replacement cycle is honoured: on a diagonally dominant tridiagonal
+    system, k iterations give a different iterate from k + 1 (each adds a direction)."""
+    n = 40
+    a = jnp.asarray(3.0 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1))
+    b = jnp.asarray(np.random.default_rng(1).normal(size=n))
+    x = [linear.bicgstab(lambda v: a @ v, lambda v: v / 3.0, b, k, rtol=1e-14)
+         for k in (3, 4, 5)]
+    assert float(jnp.max(jnp.abs(x[0] - x[1]))) > 1e-6
+    assert float(jnp.max(jnp.abs(x[1] - x[2]))) > 1e-6

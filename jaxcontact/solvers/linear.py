@@ -171,11 +171,14 @@ def bicgstab(matvec, precond, b, iterations, rtol=1e-10, early_exit=False):
                                      (x, rr), (best, rr_best))
         done = done | (rr_best <= stop_at)
         carry = (x, r, p, v, rho, alpha, omega, best, rr_best, done)
-        return loop.iterate(body, carry, _REPLACE, early_exit, lambda c: c[-1])
+        return loop.iterate(body, carry, length, early_exit, lambda c: c[-1])
 
     zero = jnp.zeros_like(b)
     init = (zero, b, zero, zero, one, one, one, zero, jnp.dot(b, b), jnp.zeros((), bool))
-    cycles = max(1, -(-iterations // _REPLACE))
+    # cycles of `_REPLACE` iterations (one of `iterations` if fewer): at most `iterations`
+    # rounded up to whole cycles
+    length = min(_REPLACE, iterations)
+    cycles = -(-iterations // length)
     return loop.iterate(cycle, init, cycles, early_exit, lambda c: c[-1])[-3]
 
 
