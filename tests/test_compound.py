@@ -73,11 +73,13 @@ def test_geoms_of_one_body_never_collide(run):
     np.testing.assert_allclose(final.ang_vel[0], 0.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode", [pytest.param("all_pairs", marks=pytest.mark.slow), "sweep"])
+# both slow (a 25 s compile each); CI checks compound contact against closed forms above
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["all_pairs", "sweep"])
 def test_compound_bodies_stack_on_their_geoms(run, mode):
     """A dumbbell dropped across another (turned 90 degrees) comes to rest on it: the upper
-    spheres meet the lower spheres, with both broad phases (all pairs in the slow tier: a
-    25 s compile; CI runs the sweep, the path that maps broad-phase geoms to bodies)."""
+    spheres meet the lower spheres, with both broad phases (the sweep is the path that maps
+    broad-phase geoms to bodies)."""
     scene = jc.Scene(dt=0.01, stiffness=K, damping=50.0)
     scene.add_plane()
     r = 0.05
@@ -110,6 +112,7 @@ def test_single_geom_body_matches_add_sphere(run):
         np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow  # 22 s of compilation; CI: gradients w.r.t. model leaves in test_gradients
 def test_gradient_of_rest_height_wrt_geom_offset():
     """z_rest = r - p_z - m g / k for a sphere at p_z below the centre of mass: the implicit
     gradient of the settled height with respect to the geom's offset is -1 in z (and 0 in x),

@@ -99,6 +99,7 @@ def _drift_task():
                         episode_length=6)
 
 
+@pytest.mark.slow  # 19 s; CI: the targets, objective and fit of the critic above
 def test_the_value_at_the_window_end_steers_the_policy():
     task = _drift_task()
     policy = control.MLPPolicy(

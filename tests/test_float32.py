@@ -203,6 +203,7 @@ SLOW_FUZZ = settings(FUZZ, max_examples=15)
 MIXED = ("sphere", "box", "capsule")
 
 
+@pytest.mark.slow  # 25 s of compilation; CI: the thrown boxes and sliding sphere below
 @FUZZ
 @given(values=_values(1, 0))
 def test_fuzz_box_float32(values):

@@ -79,6 +79,7 @@ def test_pendulum_matches_mujoco():
     assert float(jnp.mean(infos.converged)) > 0.99
 
 
+@pytest.mark.slow  # 18 s; CI: the pendulum, hinge torque and ball joint against MuJoCo
 def test_gymnasium_cartpole_matches_mujoco():
     """gymnasium's inverted_pendulum.xml (a cart on a slider, a pole on a hinge limited to
     ±90°, joint damping 1) released at 0.2 rad: the pole falls onto its limit at 0.6 s.
@@ -250,6 +251,7 @@ def test_planar_gymnasium_robots_fall_onto_the_floor(name):
     assert float(jnp.mean(infos.converged)) >= 0.85
 
 
+@pytest.mark.slow  # 18 s; CI: test_hinge_torque_actuator_matches_mujoco
 def test_torque_actuators_drive_like_mujoco():
     """gymnasium's cart-pole driven by its slide motor (gear 100) at ctrl 0.3 from upright:
     the cart accelerates and the pole falls back; cart position within 2 mm and pole angle
