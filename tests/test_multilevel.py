@@ -2,7 +2,8 @@
 `jaxcontact.solvers.multilevel`): aggregates cover the mesh, the coarse spaces are
 orthonormal rigid motions, every level's matrix is the Galerkin product Pᵀ A P of the
 Jacobian, and the V-cycle cuts BiCGSTAB's iterations on a cloth while solving J x = b and
-Jᵀ x = b to the same answer."""
+Jᵀ x = b to the same answer. Also the other large-mesh measure: element passes in cache-sized
+chunks give the numbers of whole-array passes."""
 
 from functools import partial
 
@@ -174,3 +175,35 @@ def test_steps_and_gradients_are_the_same_with_either_preconditioner():
     np.testing.assert_allclose(v1, v0, rtol=1e-9)
     np.testing.assert_allclose(g1, g0, rtol=1e-6)
     assert abs(float(g0)) > 0.0
+
+
+def test_cache_sized_chunks_of_large_terms_give_the_same_numbers(sheet, monkeypatch):
+    """Large terms' element passes run in cache-sized pieces (`terms._each`,
+    `terms.merit_change`): with the thresholds lowered so that every term of the sheet is
+    chunked (chunks of 32 elements that do not divide the element counts), the gradient, the
+    exact and Gauss-Newton Jacobians and the line search's merit changes are those of the
+    whole-array passes."""
+    model, state, _ = sheet
+    control = Control.zeros(model.n_body, model.n_motor, dtype=state.pos.dtype)
+    args = (model, jax.jit(terms.prepare)(model, state, control))
+    u = args[1].u_flight
+    direction = jax.random.normal(jax.random.PRNGKey(0), u.shape, u.dtype)
+    trial = u[None] + jnp.asarray([1e-3, 1e-2, 1e-1])[:, None] * direction[None]
+
+    def passes(u, trial, args):
+        g, jac = terms.linearize(u, args)
+        return (g, jac.dense(), terms.gauss_newton(u, args).dense(),
+                terms.merit_change(u, u, trial, args))
+
+    whole = jax.jit(passes)(u, trial, args)
+    big = [el.index.shape[0] for el in args[1].elements if el.live is None]
+    assert max(big) > 64 and any(n % 32 for n in big if n > 64)
+    monkeypatch.setattr(terms, "_CACHE_CHUNK", 32)
+    monkeypatch.setattr(terms, "_CACHED_ENTRIES", 1)
+    monkeypatch.setattr(terms, "_CACHED_VALUES", 1)
+    chunked = jax.jit(passes)(u, trial, args)
+    for name, a, b in zip(("gradient", "exact Jacobian", "Gauss-Newton", "merit change"),
+                          jax.tree.leaves(chunked), jax.tree.leaves(whole)):
+        scale = float(jnp.max(jnp.abs(b)))
+        assert scale > 0.0, name
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * scale, err_msg=name)
