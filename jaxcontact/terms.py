@@ -353,9 +353,9 @@ def _potential(term, dt, x, lag, start, params, shared, irls=0.0):
 # elements per chunk where dead elements are skipped (`_each`)
 _CHUNK = 16
 # local velocity components of one term (elements x DOFs, `Elements.index.size`) from which
-# `merit_change` evaluates its trial points one at a time: 9 points of 10,000 cloth bending
-# elements (18 DOFs each) at once took 2.6x as long as one by one, whose arrays stay in
-# cache; at 1,000 elements 2.4x (design note 32)
+# `merit_change` evaluates its trial points one at a time: the 9 points of a 10,082-triangle
+# cloth (bending elements of 18 DOFs) at once took 2.6x as long as one by one, whose arrays
+# stay in cache; at 1,058 triangles 2.4x (design note 32)
 _CACHED_VALUES = 2 ** 13
 # local Jacobian entries of one term (elements x DOFs²) from which `_each` forms them in chunks
 # of `_CACHE_CHUNK` elements: 2^19 float64 are a 4 MB L2 cache. Below it chunks cost more
@@ -378,8 +378,7 @@ def _each(kernel, term, el: Elements, dt, *per_element, extra=()):
 
     Local Jacobians of a term whose elements are all live run in chunks of `_CACHE_CHUNK`
     where together they would not fit a core's cache (`_CACHED_ENTRIES`): the linearization
-    of 10,000 cloth bending elements took 187 ms at once and 134 ms in chunks (design note
-    32)."""
+    of a 10,082-triangle cloth took 187 ms at once and 134 ms in chunks (design note 32)."""
     def one(x, start, params, shared):
         return kernel(term, dt, *x, start, params, shared, *extra)
     run = jax.vmap(one, in_axes=(0, 0, 0, None))
