@@ -332,12 +332,12 @@ def coarse_space(model, state):
     """The coarse space of the model's meshes at the state's positions, where a solve may
     use it: cloth of at least `aggregation.MIN_PARTICLES` particles (where the multilevel
     preconditioner pays: design note 31), or a solver that asks for it; else None."""
-    structure = aggregation.of_model(model)
-    if structure is None:
-        return None
     wanted = {getattr(model.solver, "preconditioner", "auto"),
               getattr(getattr(model.solver, "gradients", None), "preconditioner", "auto")}
     if "multilevel" not in wanted and not aggregation.pays(model):
+        return None   # (decided before the hierarchy, which a solid alone never needs)
+    structure = aggregation.of_model(model)
+    if structure is None:
         return None
     return aggregation.coarse_space(structure, state.particle_pos)
 
