@@ -76,3 +76,20 @@ if _PROFILE_DIR:
         out.mkdir(parents=True, exist_ok=True)
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         (out / f"profile_{worker}.json").write_text(json.dumps(_profile, indent=1))
+
+
+# --- heavy modules first ------------------------------------------------------------------------
+# `make test` runs `--dist loadfile`: each module goes whole to one worker, in collection order.
+# A compile-heavy module that starts last leaves the other worker idle while it finishes, so the
+# modules that took longest in a cold 2-worker run (`--durations`, 2026-11-27) go first; the
+# rest keep pytest's order.
+_HEAVY_FIRST = ("test_terms.py", "test_gradients.py", "test_particles.py", "test_randomize.py",
+                "test_compound.py", "test_control.py", "test_float32.py", "test_optim.py",
+                "test_joints.py", "test_broad_phase.py", "test_solvers.py", "test_energy.py",
+                "test_physics.py", "test_mjcf.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(_HEAVY_FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), order[id(item)]))
