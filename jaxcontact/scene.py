@@ -788,9 +788,9 @@ class Scene:
             and `contact_damping` are the contact's k_n and k_d, as `add_particle`'s
             `stiffness` and `damping`). The scene's default k_d (300 N s/m) suits bodies
             of about a kilogram. A cloth vertex weighs grams, so the default is many times
-            its critical damping 2√(k_n m) (37 times for 1.65 g at k_n = 1e4 N/m). That brakes whatever rolls or slides on
-            the cloth, and its lagged terms can keep Newton from converging (design note
-            33). Give a k_d near critical, or 0.
+            its critical damping 2√(k_n m) (37 times for 1.65 g at k_n = 1e4 N/m). That
+            brakes whatever rolls or slides on the cloth, and its lagged terms can keep
+            Newton from converging (design note 33). Give a k_d near critical, or 0.
         """
         points = check.points("verts", verts)
         areas = meshes.check_tris(points, tris)

@@ -141,7 +141,7 @@ def _dead_slot_outputs(batched):
         args = (model, ctx)
         g, noise = terms.gradient_noise(v, args)
         # the local Jacobians only in the batched (slow) variant: they share `_each`'s skip
-        # with g and the merit, and compiling them doubles the fast variant's time
+        # with g and the merit, and compiling them took a third of the fast variant's time
         local = terms.linearize(v, args)[1].local if batched else ()
         return g, noise, local, terms.merit(v, v, args)
 
@@ -152,7 +152,7 @@ def _dead_slot_outputs(batched):
     False, pytest.param(True, marks=pytest.mark.slow)])  # batched: the skip is a select
 def test_dead_broad_phase_slots_are_skipped_exactly(batched, monkeypatch):
     # the energy kernels run in chunks of broad-phase slots and skip the chunks without a
-    # filled slot (`terms._each`): the gradient, the merit and the Jacobian equal an
+    # filled slot (`terms._each`): the gradient, the merit and (batched) the Jacobian equal an
     # evaluation of every slot
     chunked, skipped = _dead_slot_outputs(batched)
     assert chunked, "no term is long enough to be chunked"
