@@ -301,8 +301,8 @@ class Newton(base.Solver):
         # the residual alone does (`full`, below): near the root of a light, stiffly held
         # cloth the slope was 1e-24 against changes of +2e-20 from rounding alone, and a
         # step that cut the residual 6x was refused (design note 32)
-        unresolved = ((-slope <= fuzz[0])
-                      & (base.residual_norm(r) <= _UNRESOLVED_NEAR * jnp.max(tol)))
+        size = base.residual_norm(r)
+        unresolved = (-slope <= fuzz[0]) & (size <= _UNRESOLVED_NEAR * jnp.max(tol))
         merit_ok = (change[0] <= fuzz[0]) | unresolved
         damped = jnp.where(merit_ok | ~jnp.any(armijo), 0, jnp.argmax(armijo))
         pick = jnp.where(newton > 0, damped, pick)
@@ -316,7 +316,6 @@ class Newton(base.Solver):
         if self.method(u.shape[0]) == "dense":
             short = short | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
         reweight_next = (short | ~armijo[pick]).astype(u.dtype)
-        size = base.residual_norm(r)
         r_full = base.residual_norm(mass.solve(g_full))
         r_new = base.residual_norm(mass.solve(g_new))
         # the full step is taken if it halves the residual without raising Φ(·; ū), or if it
