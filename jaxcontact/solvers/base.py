@@ -115,6 +115,9 @@ class Solver:
     gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
     # whether iterations=None means a default chosen per scene (`iteration_cap`)
     cap_by_scene: ClassVar[bool] = False
+    # whether the carry holds g and its noise at the iterate (`measured` costs nothing), so
+    # the driver can judge a step converged as soon as it is taken
+    carries_residual: ClassVar[bool] = False
 
     def __post_init__(self):
         if self.iterations is not None or not self.cap_by_scene:
@@ -204,7 +207,20 @@ class Solver:
             bad = bad | (~stop & ~ok) | (~done & ~finite)
             stop = stop | bad
             level = jnp.where(done, level, here)
-            return (_select(stop, carry, new), used + jnp.where(stop, 0, 1), stop, bad, level)
+            used = used + jnp.where(stop, 0, 1)
+            carry = _select(stop, carry, new)
+            if self.carries_residual:
+                # the step just taken may already be converged at its own rounding level
+                # (the method's floor would only raise that level, and it needs the
+                # linearization at the new iterate): stop now instead of paying a whole
+                # iteration to find out at its start (design note 34)
+                g_new, noise_new = self.measured(problem, new, args)
+                here_new = jnp.maximum(tol, self.tolerance(noise_new))
+                arrived = ~stop & jnp.all(
+                    jnp.abs(problem.mass(args).solve(g_new)) <= here_new)
+                stop = stop | arrived
+                level = jnp.where(arrived, here_new, level)
+            return carry, used, stop, bad, level
 
         # a scene already converged where the method starts needs no iteration (with
         # `early_exit` it costs none)

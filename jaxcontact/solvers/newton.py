@@ -151,6 +151,7 @@ class Newton(base.Solver):
     iterations: int | None = None
     line_search: int = 8
     cap_by_scene = True
+    carries_residual = True
     linear: str = "auto"
     krylov_iterations: int | None = None
     preconditioner: str = "auto"
@@ -210,6 +211,12 @@ class Newton(base.Solver):
     def measured(self, problem, carry, args):
         return carry[3], carry[4]
 
+    def _floor(self, problem, u, jac, args):
+        """|M⁻¹| |J| (eps |u| + the configuration's resolution): how much the residual moves
+        when u and the configuration are rounded; below that it cannot be reduced."""
+        unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
+        return problem.mass(args).inverse().magnitude().apply(jac.magnitude().matvec(unresolved))
+
     def _direction(self, problem, u, lag, newton, tau, reweight, args, tol):
         """(∇₁Φ(u; ū), d, rounding floor of the residual at u, whether d is the model's).
 
@@ -224,10 +231,7 @@ class Newton(base.Solver):
         exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
         g, jac = problem.linearize(u, args, exact, lag, (1.0 - exact) * reweight)
         mass = problem.mass(args)
-        # how much the residual moves when u and the configuration are rounded: below that
-        # it cannot be reduced
-        unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
-        floor = mass.inverse().magnitude().apply(jac.magnitude().matvec(unresolved))
+        floor = self._floor(problem, u, jac, args)
         if method == "dense":
             a = jac.dense()
             # lag phase: the (symmetric) Hessian of Φ(·; ū) made positive definite by the
@@ -270,22 +274,90 @@ class Newton(base.Solver):
         """One iteration of the Newton or the lag phase (module docstring).
 
         Both phases evaluate the same program (a scene's phase is data, so a vmapped batch
-        runs in lock step): one linearization, one direction, L merits Φ(·; ū) along it, and
-        the true and lag-held gradients at the new point, which decide the next phase.
+        runs in lock step): one linearization and one direction; then the full step's merit
+        Φ(·; ū) and gradient, which settle most Newton-phase iterations; only where they do
+        not (the lag phase, a refused full step) the other L - 1 merits along the direction
+        and the true and lag-held gradients at the point taken, evaluated for the scenes of a
+        batch that need them (`loop.where_needed`, design note 34).
         """
         u, lag, newton, g, noise, tau, reweight = carry
         mass = problem.mass(args)
         r = mass.solve(g)
         g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, reweight,
                                                          args, tol)
-        steps = self.steps(u.dtype)
-        # the trial points, and the change of Φ(·; ū) at each (one batched evaluation)
-        trial = u[None, :] + steps[:, None] * direction[None, :]
-        change, magnitude = problem.merit_change(u, lag, trial, args)
-        finite = ~jnp.isnan(change) & (change < jnp.inf)
+        # where u is already converged at the level the driver will judge it by (with the
+        # floor just found), the driver keeps u: the step along the direction is not needed
+        # (at rest, rounding holds most float32 scenes at their floor: design note 34)
+        level = jnp.maximum(jnp.maximum(tol, self.tolerance(noise)),
+                            jax.lax.stop_gradient(base.FLOOR_MARGIN * floor))
+        settled = jnp.all(jnp.abs(r) <= level)
+
+        def advance(operands):
+            return self._advance(problem, *operands)
+
+        new, ok = loop.where_needed(~settled, advance, (carry, jnp.ones((), bool)),
+                                    (carry, args, tol, g_lag, direction, need, r),
+                                    branch=self.loops_exit_early)
+        # a failed Newton direction (singular J) only hands over to the lag phase
+        ok = (newton > 0) | (base.finite(direction) & ok)
+        return new, r, ok, noise, floor
+
+    def _advance(self, problem, carry, args, tol, g_lag, direction, need, r):
+        """(the carry after a step along `direction`, whether any step length gave a finite
+        merit): the full step first, the line search only where it does not settle the
+        iteration."""
+        u, lag, newton, g, noise, tau, reweight = carry
+        mass = problem.mass(args)
+        # the full step: its change of Φ(·; ū) and its true gradient
+        full_point = u + direction
+        change0, magnitude0 = problem.merit_change(u, lag, full_point[None, :], args)
+        g_full, noise_full = problem.gradient_noise(full_point, args, full_point)
         # rounding noise of the comparison, relative to the magnitudes that change
-        fuzz = _NOISE_ULPS * jnp.finfo(u.dtype).eps * magnitude
+        fuzz0 = _NOISE_ULPS * jnp.finfo(u.dtype).eps * magnitude0[0]
         slope = jnp.minimum(jnp.dot(g_lag, direction), 0.0)
+        # Within `_UNRESOLVED_NEAR` tolerances of the root, where the full step's predicted
+        # change of Φ (its slope) is below the rounding of the comparison, Φ cannot judge it,
+        # and the residual alone does (`full`, below): near the root of a light, stiffly held
+        # cloth the slope was 1e-24 against changes of +2e-20 from rounding alone, and a
+        # step that cut the residual 6x was refused (design note 32)
+        size = base.residual_norm(r)
+        unresolved = (-slope <= fuzz0) & (size <= _UNRESOLVED_NEAR * jnp.max(tol))
+        merit_ok = (change0[0] <= fuzz0) | unresolved
+        r_full = base.residual_norm(mass.solve(g_full))
+        # the full step is taken if it halves the residual without raising Φ(·; ū), or if it
+        # reaches the tolerance whatever Φ does (there Φ changes by its rounding level, which
+        # sums of large terms can push past our estimate of it)
+        full = base.finite(g_full) & ((r_full <= jnp.max(tol)) | (
+            merit_ok & (r_full <= _NEWTON_CONTRACTION * size)))
+        # Newton phase, full step taken: the lag moves with it, the phase and shift stay
+        # (reweight is read only in the lag phase)
+        taken = (full_point, full_point, newton, g_full, noise_full, tau, jnp.zeros_like(newton))
+
+        def search(operands):
+            return self._search(problem, *operands)
+
+        return loop.where_needed(
+            (newton == 0) | ~full, search, (taken, jnp.ones((), bool)),
+            (carry, args, tol, g_lag, direction, need, change0[0], fuzz0, slope, size,
+             merit_ok, full, g_full, noise_full), branch=self.loops_exit_early)
+
+    def _search(self, problem, carry, args, tol, g_lag, direction, need, change0, fuzz0, slope,
+                size, merit_ok, full, g_full, noise_full):
+        """(the carry after the iteration, whether any step length gave a finite merit): the
+        rest of `iteration`, where its full step alone does not settle it."""
+        u, lag, newton, g, noise, tau, reweight = carry
+        mass = problem.mass(args)
+        steps = self.steps(u.dtype)
+        # the shorter trial points, and the change of Φ(·; ū) at each (one batched evaluation)
+        trial = u[None, :] + steps[:, None] * direction[None, :]
+        if self.line_search > 1:
+            rest, magnitude = problem.merit_change(u, lag, trial[1:], args)
+            fuzz = _NOISE_ULPS * jnp.finfo(u.dtype).eps * magnitude
+            change = jnp.concatenate([change0[None], rest])
+            fuzz = jnp.concatenate([fuzz0[None], fuzz])
+        else:
+            change, fuzz = change0[None], fuzz0[None]
+        finite = finite_change(change)
         armijo = finite & (change <= _ARMIJO * steps * slope + fuzz)
         # lag phase: the longest step meeting Armijo that gains at least half the largest
         # decrease of those tried (all were evaluated: at a kink of friction the full step
@@ -295,41 +367,28 @@ class Newton(base.Solver):
         lowest = jnp.argmax(armijo & (change <= _SHARE * best + fuzz))
         pick = jnp.where(jnp.any(armijo), lowest,
                          jnp.argmin(jnp.where(finite, change, jnp.inf)))
-        # Newton phase: the full step unless it raises Φ(·; ū), else that Armijo step. Within
-        # `_UNRESOLVED_NEAR` tolerances of the root, where the full step's predicted change
-        # of Φ (its slope) is below the rounding of the comparison, Φ cannot judge it, and
-        # the residual alone does (`full`, below): near the root of a light, stiffly held
-        # cloth the slope was 1e-24 against changes of +2e-20 from rounding alone, and a
-        # step that cut the residual 6x was refused (design note 32)
-        size = base.residual_norm(r)
-        unresolved = (-slope <= fuzz[0]) & (size <= _UNRESOLVED_NEAR * jnp.max(tol))
-        merit_ok = (change[0] <= fuzz[0]) | unresolved
+        # Newton phase: the full step unless it raises Φ(·; ū), else that Armijo step
         damped = jnp.where(merit_ok | ~jnp.any(armijo), 0, jnp.argmax(armijo))
         pick = jnp.where(newton > 0, damped, pick)
         u_new = trial[pick]
         grads, noises = jax.vmap(lambda v, w: problem.gradient_noise(v, args, w))(
-            jnp.stack([trial[0], u_new, u_new]), jnp.stack([trial[0], u_new, lag]))
-        g_full, g_new, g_lag_new = grads[0], grads[1], grads[2]
+            jnp.stack([u_new, u_new]), jnp.stack([u_new, lag]))
+        g_new, g_lag_new = grads[0], grads[1]
         # the next lag-phase direction reweights friction if this direction needed a step of
         # 1/256 or less, or found no decrease: it crossed a kink it did not see
         short = steps[pick] <= _REWEIGHT_BELOW
         if self.method(u.shape[0]) == "dense":
             short = short | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
         reweight_next = (short | ~armijo[pick]).astype(u.dtype)
-        r_full = base.residual_norm(mass.solve(g_full))
         r_new = base.residual_norm(mass.solve(g_new))
-        # the full step is taken if it halves the residual without raising Φ(·; ū), or if it
-        # reaches the tolerance whatever Φ does (there Φ changes by its rounding level, which
-        # sums of large terms can push past our estimate of it); a shorter step if it meets
-        # Armijo along a descent direction and lowers the residual
-        full = base.finite(g_full) & ((r_full <= jnp.max(tol)) | (
-            merit_ok & (r_full <= _NEWTON_CONTRACTION * size)))
+        # a shorter step is taken if it meets Armijo along a descent direction and lowers the
+        # residual
         shorter = (base.finite(g_new) & (damped > 0) & armijo[pick]
                    & (jnp.dot(g_lag, direction) < 0) & (r_new < size))
         accepted = full | shorter
         u_new, g_new, noise_new = jax.tree.map(
             lambda a, b: jnp.where(full & (newton > 0), a, b),
-            (trial[0], g_full, noises[0]), (u_new, g_new, noises[1]))
+            (trial[0], g_full, noise_full), (u_new, g_new, noises[0]))
         held = base.finite(u_new) & base.finite(g_new) & ~(change[pick] > fuzz[pick])
         refresh = (base.residual_norm(mass.solve(g_lag_new)) <= _LAG_REFRESH * r_new)
         # Newton phase: accept and stay; else, where the full step lowers the residual (if
@@ -361,7 +420,10 @@ class Newton(base.Solver):
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
                      g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
-        new = (*new, reweight_next)
-        # a failed Newton direction (singular J) only hands over to the lag phase
-        ok = (newton > 0) | (base.finite(direction) & jnp.any(finite))
-        return new, r, ok, noise, floor
+        return (*new, reweight_next), jnp.any(finite)
+
+
+def finite_change(change):
+    """Whether a merit change is usable: not NaN and not +inf (-inf: a finite trial where Φ
+    at the start was not)."""
+    return ~jnp.isnan(change) & (change < jnp.inf)
