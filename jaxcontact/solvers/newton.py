@@ -285,29 +285,6 @@ class Newton(base.Solver):
         r = mass.solve(g)
         g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, reweight,
                                                          args, tol)
-        # where u is already converged at the level the driver will judge it by (with the
-        # floor just found), the driver keeps u: the step along the direction is not needed
-        # (at rest, rounding holds most float32 scenes at their floor: design note 34)
-        level = jnp.maximum(jnp.maximum(tol, self.tolerance(noise)),
-                            jax.lax.stop_gradient(base.FLOOR_MARGIN * floor))
-        settled = jnp.all(jnp.abs(r) <= level)
-
-        def advance(operands):
-            return self._advance(problem, *operands)
-
-        new, ok = loop.where_needed(~settled, advance, (carry, jnp.ones((), bool)),
-                                    (carry, args, tol, g_lag, direction, need, r),
-                                    branch=self.loops_exit_early)
-        # a failed Newton direction (singular J) only hands over to the lag phase
-        ok = (newton > 0) | (base.finite(direction) & ok)
-        return new, r, ok, noise, floor
-
-    def _advance(self, problem, carry, args, tol, g_lag, direction, need, r):
-        """(the carry after a step along `direction`, whether any step length gave a finite
-        merit): the full step first, the line search only where it does not settle the
-        iteration."""
-        u, lag, newton, g, noise, tau, reweight = carry
-        mass = problem.mass(args)
         # the full step: its change of Φ(·; ū) and its true gradient
         full_point = u + direction
         change0, magnitude0 = problem.merit_change(u, lag, full_point[None, :], args)
@@ -336,10 +313,13 @@ class Newton(base.Solver):
         def search(operands):
             return self._search(problem, *operands)
 
-        return loop.where_needed(
+        new, ok = loop.where_needed(
             (newton == 0) | ~full, search, (taken, jnp.ones((), bool)),
             (carry, args, tol, g_lag, direction, need, change0[0], fuzz0, slope, size,
              merit_ok, full, g_full, noise_full), branch=self.loops_exit_early)
+        # a failed Newton direction (singular J) only hands over to the lag phase
+        ok = (newton > 0) | (base.finite(direction) & ok)
+        return new, r, ok, noise, floor
 
     def _search(self, problem, carry, args, tol, g_lag, direction, need, change0, fuzz0, slope,
                 size, merit_ok, full, g_full, noise_full):
