@@ -8,6 +8,7 @@
   solves: test_linear.py).
 """
 
+import dataclasses
 import functools
 
 import jax
@@ -296,3 +297,27 @@ def test_dual_refuses_laws_without_a_compliance_form(contact, law):
     s.add_sphere(0.05, 1.0, (0, 0, 0.05))
     with pytest.raises(ValueError, match=law):
         s.build(contact=contact, solver=jc.Dual())
+
+
+def test_a_newton_step_that_converges_ends_the_solve():
+    """The driver tests the residual at the iterate a step just reached (design note 34): a
+    particle on a zero-length spring to the world is a quadratic step, which one Newton
+    iteration solves, and the solve stops there. Before, the driver found convergence only at
+    the start of the next iteration, so this step cost two whole iterations."""
+    passes = []
+
+    @dataclasses.dataclass(frozen=True)
+    class CountingNewton(jc.Newton):
+        def iteration(self, problem, carry, args, tol):
+            jax.debug.callback(lambda: passes.append(1))
+            return super().iteration(problem, carry, args, tol)
+
+    m, k = 0.5, 1e3
+    scene = jc.Scene(dt=0.002)
+    p = scene.add_particle(m, (0.3, 0.0, 1.0))
+    scene.attach(p, -1, stiffness=k, damping=2.0 * np.sqrt(k * m))
+    model, state = scene.build(solver=CountingNewton(), dtype=jnp.float64)
+    _, info = jax.jit(jc.step)(model, state)
+    jax.effects_barrier()
+    assert bool(info.converged) and int(info.iterations) == 1
+    assert len(passes) == 1

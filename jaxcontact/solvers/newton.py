@@ -21,9 +21,11 @@ therefore alternates two phases, per scene:
   descend. Clipping each element's local Hessian to positive semi-definite instead would
   distort the model wherever the mass outweighs an element's negative curvature (a spring
   compressed near zero length, the curvature of a contact), and the phase would converge
-  only linearly there. A parallel backtracking line search follows: the step lengths of
-  `Newton.steps` are tried at once, one batched evaluation of the change of Φ(·; ū)
-  (`Problem.merit_change`: formed without Φ's large terms, so float32 resolves it), and the
+  only linearly there. A parallel backtracking line search follows. The full step is
+  evaluated first, alone, since it settles most Newton-phase iterations (design note 34);
+  where it does not, the other step lengths of `Newton.steps` are tried at once, one
+  batched evaluation of the change of Φ(·; ū) (`Problem.merit_change`: formed without Φ's
+  large terms, so float32 resolves it), and the
   longest step meeting the Armijo condition with at least half the best decrease found is
   taken (design note 16c). Every step descends, so the phase cannot wander.
   After a direction that needed a step of 1/256 or less, or found no decrease, the next lag
