@@ -213,12 +213,6 @@ class Newton(base.Solver):
     def measured(self, problem, carry, args):
         return carry[3], carry[4]
 
-    def _floor(self, problem, u, jac, args):
-        """|M⁻¹| |J| (eps |u| + the configuration's resolution): how much the residual moves
-        when u and the configuration are rounded; below that it cannot be reduced."""
-        unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
-        return problem.mass(args).inverse().magnitude().apply(jac.magnitude().matvec(unresolved))
-
     def _direction(self, problem, u, lag, newton, tau, reweight, args, tol):
         """(∇₁Φ(u; ū), d, rounding floor of the residual at u, whether d is the model's).
 
@@ -233,7 +227,10 @@ class Newton(base.Solver):
         exact = jnp.zeros_like(newton) if method in ("cg", "cr") else newton
         g, jac = problem.linearize(u, args, exact, lag, (1.0 - exact) * reweight)
         mass = problem.mass(args)
-        floor = self._floor(problem, u, jac, args)
+        # how much the residual moves when u and the configuration are rounded: below that
+        # it cannot be reduced
+        unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
+        floor = mass.inverse().magnitude().apply(jac.magnitude().matvec(unresolved))
         if method == "dense":
             a = jac.dense()
             # lag phase: the (symmetric) Hessian of Φ(·; ū) made positive definite by the
@@ -318,15 +315,16 @@ class Newton(base.Solver):
         new, ok = loop.where_needed(
             (newton == 0) | ~full, search, (taken, jnp.ones((), bool)),
             (carry, args, tol, g_lag, direction, need, change0[0], fuzz0, slope, size,
-             merit_ok, full, g_full, noise_full), branch=self.loops_exit_early)
+             merit_ok), branch=self.loops_exit_early)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & ok)
         return new, r, ok, noise, floor
 
     def _search(self, problem, carry, args, tol, g_lag, direction, need, change0, fuzz0, slope,
-                size, merit_ok, full, g_full, noise_full):
+                size, merit_ok):
         """(the carry after the iteration, whether any step length gave a finite merit): the
-        rest of `iteration`, where its full step alone does not settle it."""
+        rest of `iteration`, where its full step alone does not settle it (the lag phase, or
+        a Newton phase whose full step was refused)."""
         u, lag, newton, g, noise, tau, reweight = carry
         mass = problem.mass(args)
         steps = self.steps(u.dtype)
@@ -339,7 +337,7 @@ class Newton(base.Solver):
             fuzz = jnp.concatenate([fuzz0[None], fuzz])
         else:
             change, fuzz = change0[None], fuzz0[None]
-        finite = finite_change(change)
+        finite = ~jnp.isnan(change) & (change < jnp.inf)
         armijo = finite & (change <= _ARMIJO * steps * slope + fuzz)
         # lag phase: the longest step meeting Armijo that gains at least half the largest
         # decrease of those tried (all were evaluated: at a kink of friction the full step
@@ -363,14 +361,11 @@ class Newton(base.Solver):
             short = short | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
         reweight_next = (short | ~armijo[pick]).astype(u.dtype)
         r_new = base.residual_norm(mass.solve(g_new))
-        # a shorter step is taken if it meets Armijo along a descent direction and lowers the
-        # residual
-        shorter = (base.finite(g_new) & (damped > 0) & armijo[pick]
-                   & (jnp.dot(g_lag, direction) < 0) & (r_new < size))
-        accepted = full | shorter
-        u_new, g_new, noise_new = jax.tree.map(
-            lambda a, b: jnp.where(full & (newton > 0), a, b),
-            (trial[0], g_full, noise_full), (u_new, g_new, noises[0]))
+        # Newton phase (its full step refused): a shorter step is taken if it meets Armijo
+        # along a descent direction and lowers the residual
+        accepted = (base.finite(g_new) & (damped > 0) & armijo[pick]
+                    & (jnp.dot(g_lag, direction) < 0) & (r_new < size))
+        noise_new = noises[0]  # at u_new
         held = base.finite(u_new) & base.finite(g_new) & ~(change[pick] > fuzz[pick])
         refresh = (base.residual_norm(mass.solve(g_lag_new)) <= _LAG_REFRESH * r_new)
         # Newton phase: accept and stay; else, where the full step lowers the residual (if
@@ -403,9 +398,3 @@ class Newton(base.Solver):
                      g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
         return (*new, reweight_next), jnp.any(finite)
-
-
-def finite_change(change):
-    """Whether a merit change is usable: not NaN and not +inf (-inf: a finite trial where Φ
-    at the start was not)."""
-    return ~jnp.isnan(change) & (change < jnp.inf)
