@@ -214,10 +214,9 @@ class Solver:
                 # (the method's floor would only raise that level, and it needs the
                 # linearization at the new iterate): stop now instead of paying a whole
                 # iteration to find out at its start (design note 34)
-                g_new, noise_new = self.measured(problem, new, args)
-                here_new = jnp.maximum(tol, self.tolerance(noise_new))
-                arrived = ~stop & jnp.all(
-                    jnp.abs(problem.mass(args).solve(g_new)) <= here_new)
+                met, here_new = self.converged(problem, *self.measured(problem, new, args),
+                                               args, tol)
+                arrived = ~stop & met
                 stop = stop | arrived
                 level = jnp.where(arrived, here_new, level)
             return carry, used, stop, bad, level
