@@ -149,15 +149,21 @@ class Local:
     particle_vel: Array
 
 
-def local(start: Start, x, dt) -> Local:
-    """The `Local` of one element for its local velocity vector x (6 kb + 3 kp,)."""
+def local(start: Start, x, dt, travel=None) -> Local:
+    """The `Local` of one element for its local velocity vector x (6 kb + 3 kp,); the
+    configuration moves by `travel` (default x) over the step, so that the two parts can be
+    told apart (`terms.configuration_floor`)."""
     kb = start.pos.shape[0]
     rigid = x[:BODY_DOF * kb].reshape(kb, BODY_DOF)
     particle_vel = x[BODY_DOF * kb:].reshape(-1, 3)
-    return Local(pos=start.pos + dt * rigid[:, :3],
-                 quat=quat_integrate(start.quat, rigid[:, 3:], dt),
+    moved, particle_moved = rigid, particle_vel
+    if travel is not None:
+        moved = travel[:BODY_DOF * kb].reshape(kb, BODY_DOF)
+        particle_moved = travel[BODY_DOF * kb:].reshape(-1, 3)
+    return Local(pos=start.pos + dt * moved[:, :3],
+                 quat=quat_integrate(start.quat, moved[:, 3:], dt),
                  vel=rigid[:, :3], ang_vel=rigid[:, 3:],
-                 particle_pos=start.particle_pos + dt * particle_vel,
+                 particle_pos=start.particle_pos + dt * particle_moved,
                  particle_vel=particle_vel)
 
 

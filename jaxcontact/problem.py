@@ -352,6 +352,8 @@ class Problem(NamedTuple):
                  ū = lag (default u: g(u) and the rounding noise of the residual).
       resolution: (args) -> (n,): the velocity one rounding unit of the configuration
                  amounts to over the step (eps |q| / Δt per DOF).
+      configuration_floor: (u, args) -> (n,): Σ_e |∂g_e/∂c| resolution_e, how far g(u)
+                 moves when only the end-of-step configuration c is rounded.
       rotation:  (du, args) -> (): the largest rotation (rad) of any block that a velocity
                  change du makes over the step.
     """
@@ -368,4 +370,5 @@ class Problem(NamedTuple):
     start: Callable
     gradient_noise: Callable
     resolution: Callable
+    configuration_floor: Callable
     rotation: Callable

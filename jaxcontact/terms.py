@@ -344,10 +344,12 @@ def coarse_space(model, state):
 
 # --- generic assembly (every function takes args = (model, ctx) last) -------------------------
 
-def _potential(term, dt, x, lag, start, params, shared, irls=0.0):
-    """Ψ(x_e, x̄_e) of one element, from its local velocity vectors."""
-    return term.potential(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared,
-                          dt, irls)
+def _potential(term, dt, x, lag, start, params, shared, irls=0.0, travel=None,
+               lag_travel=None):
+    """Ψ(x_e, x̄_e) of one element, from its local velocity vectors (the configuration moved
+    by `travel`, `lag_travel` where given: `_configuration_floor`)."""
+    return term.potential(dofs.local(start, x, dt, travel), dofs.local(start, lag, dt, lag_travel),
+                          params, shared, dt, irls)
 
 
 # elements per chunk where dead elements are skipped (`_each`)
@@ -431,6 +433,15 @@ def _linearized(term, dt, x, x_lag, start, params, shared, mode, irls):
     return jax.vmap(push, out_axes=(None, -1))(jnp.eye(x.shape[0], dtype=x.dtype))
 
 
+def _configuration_floor(term, dt, x, resolution, start, params, shared):
+    """|∂g_e/∂c| resolution_e: how far the element's gradient g_e(x) = ∇Ψ(x; x̄ = x) moves
+    when only its end-of-step configuration c (moved by x) is rounded, its velocities held."""
+    def grad_at(c):
+        return jax.grad(lambda t: _potential(term, dt, x + t, x, start, params, shared, 0.0,
+                                             c + t, c))(jnp.zeros_like(x))
+    return jnp.abs(jax.jacfwd(grad_at)(x)) @ resolution
+
+
 def _row_groups(term, dt, x, lag, start, params, shared):
     return term.rows(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared, dt)
 
@@ -454,9 +465,10 @@ def _gaps(term, dt, x, start, params, shared):
 
 
 # the kernels whose every output is zero for a dead element (`Elements.live`)
-_ENERGY_KERNELS = (_potential, _potential_gradient, _linearized, _reweighted_hessian)
+_ENERGY_KERNELS = (_potential, _potential_gradient, _linearized, _reweighted_hessian,
+                   _configuration_floor)
 # the kernels that form local (DOFs x DOFs) matrices
-_MATRIX_KERNELS = (_linearized, _reweighted_hessian)
+_MATRIX_KERNELS = (_linearized, _reweighted_hessian, _configuration_floor)
 
 
 def kinetic(u, ctx: Context):
@@ -686,6 +698,21 @@ def resolution(args):
     return args[1].resolution
 
 
+def configuration_floor(u, args):
+    """Σ_e |∂g_e/∂c| resolution_e: how far g(u) moves when the end-of-step configuration
+    is rounded (`Context.resolution`), the velocities held. Friction and damping read u
+    itself, so their stiffness near zero slip does not count here, as it would in
+    |J| resolution."""
+    model, ctx = args
+    n = layout(model).size
+    out = jnp.zeros_like(u)
+    for term, el in zip(model.terms, ctx.elements):
+        f_e = _each(_configuration_floor, term, el, model.dt, dofs.gather(u, el.index),
+                    dofs.gather(ctx.resolution, el.index))
+        out = out + dofs.scatter(f_e, el.index, n)
+    return jax.lax.stop_gradient(out)
+
+
 def largest_rotation(du, args):
     """max over bodies of Δt |Δω|: the largest change of orientation (rad) that a velocity
     change du makes over the step (the size of a Newton increment in configuration)."""
@@ -734,4 +761,5 @@ def check_rows(model) -> None:
 PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, merit_change=merit_change,
                   linearize=linearize, gauss_newton=gauss_newton, rows=rows,
                   row_model=row_model, mass=mass, start=free_flight,
-                  gradient_noise=gradient_noise, resolution=resolution, rotation=largest_rotation)
+                  gradient_noise=gradient_noise, resolution=resolution,
+                  configuration_floor=configuration_floor, rotation=largest_rotation)

@@ -314,3 +314,46 @@ def test_row_model_is_the_merit_where_every_gap_is_linear_in_u():
     # where the model is Φ(·; ū), its minimizer is the lag-held problem's: ∇₁Φ(u + δ; ū) = 0
     assert np.max(np.abs(out["start_residual"])) > 0.1
     assert np.max(np.abs(out["held_residual"])) < 1e-8, out["held_residual"]
+
+
+# --- the configuration's rounding floor ------------------------------------------------------------
+
+@jax.jit
+def _floors(model, state):
+    """(configuration_floor, |J - M| resolution, resolution) at the state's velocities."""
+    control = jc.Control.zeros(model.n_body, model.n_motor, dtype=state.pos.dtype)
+    args = (model, terms.prepare(model, state, control))
+    u = dofs.velocity(state)
+    _, jac = terms.linearize(u, args, "exact")
+    resolution = terms.resolution(args)
+    loose = jnp.abs(jac.dense() - args[1].mass.dense()) @ resolution
+    return terms.configuration_floor(u, args), loose, resolution
+
+
+def test_configuration_floor_is_the_jacobian_where_only_the_configuration_counts():
+    # a spring between two spheres in flight: its energy reads only the configuration, so how
+    # far g moves under the configuration's rounding is all of |J - M| resolution
+    scene = jc.Scene(dt=DT)
+    a = scene.add_sphere(0.05, 1.0, pos=(0.1, -0.2, 1.0), vel=(0.3, 0.1, 0.0),
+                         ang_vel=(0.0, 2.0, 0.0))
+    b = scene.add_sphere(0.05, 0.5, pos=(0.4, 0.1, 1.2), vel=(-0.2, 0.0, 0.5))
+    scene.add_spring(a, b, stiffness=300.0, anchor_a=(0.05, 0.0, 0.0), rest_length=0.3)
+    floor, loose, resolution = map(np.asarray, _floors(*scene.build(dtype=jnp.float64)))
+    assert np.all(resolution > 0) and np.max(loose) > 0
+    np.testing.assert_allclose(floor, loose, rtol=1e-10, atol=1e-14 * np.max(loose))
+
+
+def test_configuration_floor_leaves_out_friction_stiffness_at_stick():
+    # a box resting on the plane far from the origin: friction's stiffness at zero slip
+    # times the rounding of its horizontal position dominates |J - M| resolution on the
+    # horizontal and tilting DOFs, though friction reads the velocity, not the configuration
+    scene = jc.Scene(dt=0.002, stiffness=1e5)
+    scene.add_plane(friction=0.8)
+    scene.add_box(0.05, 1.0, pos=(3.0, -2.0, 0.0495))
+    model, state = scene.build(dtype=jnp.float64)
+    floor, loose, _ = map(np.asarray, _floors(model, state))
+    assert np.all(np.isfinite(floor)) and np.all(floor >= 0)
+    for dof in (0, 1, 3, 4):   # x, y and the tilts
+        assert floor[dof] < 1e-2 * loose[dof], dof
+    # along the normal the contact's stiffness reads the configuration: the two agree
+    assert floor[2] == pytest.approx(loose[2], rel=1e-2)

@@ -35,7 +35,8 @@ from jaxcontact.types import Result
 # magnitude of the terms summed into it) is converged: rounding alone puts ~1-10 there.
 ROUNDING_ULPS = 64.0
 # A method's own floor (`Solver.iteration`) bounds the residual's change under the rounding
-# of u and the configuration (|M⁻¹| |J| |δ|, already a worst case): a margin of 2 over it.
+# of u and of the configuration (|M⁻¹| (|J| eps |u| + |J_c| resolution), J_c the Jacobian's
+# configuration part; already a worst case): a margin of 2 over it.
 FLOOR_MARGIN = 2.0
 
 

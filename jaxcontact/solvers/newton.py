@@ -43,6 +43,10 @@ therefore alternates two phases, per scene:
   batch that need it (`loop.where_needed`).
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
+- Near the root (within `_NEAR_ROOT` tolerances), in either phase, the full step is taken
+  if it halves the residual, whatever Φ does: the changes of Φ there are below its
+  rounding, and in float32 the configuration's rounding makes Φ a staircase along the step
+  (design note 35). A lag-phase step so taken refreshes the lag.
 
 The solver knows nothing of physics: it sees the functions of a
 `jaxcontact.problem.Problem` and their arguments."""
@@ -62,9 +66,10 @@ _ARMIJO = 1e-4  # sufficient decrease constant of the line search (standard choi
 _SHARE = 0.5  # a lag step must gain this share of the best decrease along its direction
 _NOISE_ULPS = 64.0  # rounding noise of the merit, in ulps of its magnitude (measured ~10)
 _NEWTON_CONTRACTION = 0.5  # a Newton step must shrink the residual by this factor
-# residuals (in tolerances) below which a Newton step too small for Φ to resolve is judged by
-# the residual alone; far from the root contact kinks make that unsafe (design note 32)
-_UNRESOLVED_NEAR = 100.0
+# residuals (in tolerances) below which a full step is judged by the residual alone, Φ's
+# rounding hiding its change there; far from the root contact kinks make that unsafe
+# (design notes 32, 35)
+_NEAR_ROOT = 100.0
 _SHIFT_MIN = 1e-2  # the smallest non-zero shift τ of a Krylov lag phase (in units of M)
 _REWEIGHT_BELOW = 2.0 ** -8  # after a step this short (or none), the next lag step reweights
 _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
@@ -229,8 +234,13 @@ class Newton(base.Solver):
         mass = problem.mass(args)
         # how much the residual moves when u and the configuration are rounded: below that
         # it cannot be reduced
-        unresolved = jnp.finfo(u.dtype).eps * jnp.abs(u) + problem.resolution(args)
-        floor = mass.inverse().magnitude().apply(jac.magnitude().matvec(unresolved))
+        # (|J| resolution bounds the configuration's share loosely: friction's stiffness at
+        # stick reads u, not the configuration; `iteration` refines it where it decides)
+        eps = jnp.finfo(u.dtype).eps
+        scale = mass.inverse().magnitude()
+        jac_abs = jac.magnitude()
+        floor = (scale.apply(jac_abs.matvec(eps * jnp.abs(u))),
+                 scale.apply(jac_abs.matvec(problem.resolution(args))))
         if method == "dense":
             a = jac.dense()
             # lag phase: the (symmetric) Hessian of Φ(·; ū) made positive definite by the
@@ -282,8 +292,9 @@ class Newton(base.Solver):
         u, lag, newton, g, noise, tau, reweight = carry
         mass = problem.mass(args)
         r = mass.solve(g)
-        g_lag, direction, floor, need = self._direction(problem, u, lag, newton, tau, reweight,
-                                                         args, tol)
+        g_lag, direction, (floor_u, loose), need = self._direction(
+            problem, u, lag, newton, tau, reweight, args, tol)
+        floor = self._floor(problem, u, r, noise, floor_u, loose, args, tol)
         # the full step: its change of Φ(·; ū) and its true gradient
         full_point = u + direction
         change0, magnitude0 = problem.merit_change(u, lag, full_point[None, :], args)
@@ -291,34 +302,58 @@ class Newton(base.Solver):
         # rounding noise of the comparison, relative to the magnitudes that change
         fuzz0 = _NOISE_ULPS * jnp.finfo(u.dtype).eps * magnitude0[0]
         slope = jnp.minimum(jnp.dot(g_lag, direction), 0.0)
-        # Within `_UNRESOLVED_NEAR` tolerances of the root, where the full step's predicted
-        # change of Φ (its slope) is below the rounding of the comparison, Φ cannot judge it,
-        # and the residual alone does (`full`, below): near the root of a light, stiffly held
-        # cloth the slope was 1e-24 against changes of +2e-20 from rounding alone, and a
-        # step that cut the residual 6x was refused (design note 32)
+        # Within `_NEAR_ROOT` tolerances of the root Φ cannot judge the full step and
+        # the residual alone does (`full`, below; each step taken halves it, so steps cannot
+        # cycle): near the root of a light, stiffly held cloth the slope was 1e-24 against
+        # changes of +2e-20 from rounding alone (design note 32), and in float32 the
+        # configuration's rounding makes Φ a staircase along the step, which refused full
+        # steps that cut the residual 10x (design note 35)
         size = base.residual_norm(r)
-        unresolved = (-slope <= fuzz0) & (size <= _UNRESOLVED_NEAR * jnp.max(tol))
-        merit_ok = (change0[0] <= fuzz0) | unresolved
+        near = size <= _NEAR_ROOT * jnp.max(tol)
+        merit_ok = (change0[0] <= fuzz0) | near
         r_full = base.residual_norm(mass.solve(g_full))
         # the full step is taken if it halves the residual without raising Φ(·; ū), or if it
         # reaches the tolerance whatever Φ does (there Φ changes by its rounding level, which
         # sums of large terms can push past our estimate of it)
         full = base.finite(g_full) & ((r_full <= jnp.max(tol)) | (
             merit_ok & (r_full <= _NEWTON_CONTRACTION * size)))
-        # Newton phase, full step taken: the lag moves with it, the phase and shift stay
-        # (reweight is read only in the lag phase)
-        taken = (full_point, full_point, newton, g_full, noise_full, tau, jnp.zeros_like(newton))
+        # Newton phase, full step taken: the lag moves with it, the shift stays (reweight is
+        # read only in the lag phase). Lag phase, near the root: the full step is judged by
+        # the residual as in the Newton phase, and taken, it refreshes the lag (Newton
+        # next); judged by Φ's staircase in float32, lag phases crept at 20-30 tolerances
+        # until the cap (design note 35)
+        settled = full & ((newton > 0) | near)
+        taken = (full_point, full_point, jnp.ones_like(newton), g_full, noise_full, tau,
+                 jnp.zeros_like(newton))
 
         def search(operands):
             return self._search(problem, *operands)
 
         new, ok = loop.where_needed(
-            (newton == 0) | ~full, search, (taken, jnp.ones((), bool)),
+            ~settled, search, (taken, jnp.ones((), bool)),
             (carry, args, tol, g_lag, direction, need, change0[0], fuzz0, slope, size,
              merit_ok), branch=self.loops_exit_early)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & ok)
         return new, r, ok, noise, floor
+
+    def _floor(self, problem, u, r, noise, floor_u, loose, args, tol):
+        """The rounding floor of the residual r at u: floor_u (the rounding of u) plus the
+        configuration's share, |M⁻¹| `configuration_floor`, evaluated only where it decides
+        whether r is converged (above the plain level, within the loose bound |M⁻¹| |J|
+        resolution); elsewhere the loose bound stands (design note 35)."""
+        plain = jnp.maximum(tol, self.tolerance(noise))
+        above = jnp.abs(r) > plain
+        band = jnp.any(above) & jnp.all(
+            ~above | (jnp.abs(r) <= base.FLOOR_MARGIN * (floor_u + loose)))
+
+        def tight(operands):
+            u, args = operands
+            scale = problem.mass(args).inverse().magnitude()
+            return scale.apply(problem.configuration_floor(u, args))
+
+        return floor_u + loop.where_needed(band, tight, loose, (u, args),
+                                           branch=self.loops_exit_early)
 
     def _search(self, problem, carry, args, tol, g_lag, direction, need, change0, fuzz0, slope,
                 size, merit_ok):
