@@ -16,6 +16,9 @@ velocities perturbed, pressed into the plane so that every contact is active and
   - residual = M⁻¹ g; free flight = ũ + Δt gravity on the linear DOFs;
   - the row model of Φ(·; ū) has Φ's gradient at u and a symmetric positive definite
     Hessian, and for a sphere and a particle on the plane (gaps linear in u) it is Φ itself.
+  - the configuration's rounding floor is all of |J - M| resolution for a spring, whose
+    energy reads only the configuration, and leaves out friction's stiffness at stick (two
+    small scenes of their own).
 
 Everything is computed by ONE jitted function (compilation dominates the cost of this file).
 """
