@@ -150,8 +150,13 @@ class Solver:
     def converged(self, problem, g, noise, args, tol):
         """(whether g is converged, the level it is held to): max |M⁻¹ g| within
         max(tol, the tolerance of its rounding noise), per DOF."""
-        level = jnp.maximum(tol, self.tolerance(noise))
+        level = self.level(noise, tol)
         return jnp.all(jnp.abs(problem.mass(args).solve(g)) <= level), level
+
+    def level(self, noise, tol):
+        """The plain level a residual with rounding noise `noise` is held to, per DOF:
+        max(tol, its tolerance). A method's floor can only raise it (`iteration`)."""
+        return jnp.maximum(tol, self.tolerance(noise))
 
     def tolerance(self, noise):
         """Per-DOF tolerance where the residual's rounding noise is `noise` (module
@@ -202,7 +207,7 @@ class Solver:
             finite = jnp.all(jnp.isfinite(r))
             # the rounding level at the iterate, not only at the start (contact forces that
             # only appear during the solve raise it)
-            here = jnp.maximum(jnp.maximum(tol, self.tolerance(noise)),
+            here = jnp.maximum(self.level(noise, tol),
                                jax.lax.stop_gradient(FLOOR_MARGIN * floor))
             stop = done | ~finite | jnp.all(jnp.abs(r) <= here)
             bad = bad | (~stop & ~ok) | (~done & ~finite)
@@ -236,7 +241,7 @@ class Solver:
         u = carry[0]
         g, noise = self.measured(problem, carry, args)
         # the level at the last iterate looked at (the answer, if it stopped early)
-        tol = jnp.maximum(level, self.tolerance(noise))
+        tol = self.level(noise, level)
         return u, report(problem.mass(args).solve(g), u, tol, used, bad)
 
 

@@ -342,8 +342,7 @@ class Newton(base.Solver):
         configuration's share, |M⁻¹| `configuration_floor`, evaluated only where it decides
         whether r is converged (above the plain level, within the loose bound |M⁻¹| |J|
         resolution); elsewhere the loose bound stands (design note 35)."""
-        plain = jnp.maximum(tol, self.tolerance(noise))
-        above = jnp.abs(r) > plain
+        above = jnp.abs(r) > self.level(noise, tol)
         band = jnp.any(above) & jnp.all(
             ~above | (jnp.abs(r) <= base.FLOOR_MARGIN * (floor_u + loose)))
 
