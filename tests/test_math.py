@@ -557,3 +557,27 @@ def test_solve_convexified_solves_the_modified_system_or_the_plain_one():
     x, _ = _solve_convexified(jnp.asarray(general), jnp.asarray(b), jnp.asarray(metric), zeros)
     np.testing.assert_allclose(x, np.linalg.solve(general, b[..., None])[..., 0], rtol=1e-9,
                                atol=1e-9)
+
+
+def test_unrolled_elimination_gives_the_loops_answer(monkeypatch):
+    # accelerators unroll the column loop of small eliminations (linalg.UNROLL_MAX); the CPU
+    # keeps the loop. Both forms must solve alike, pivoting and convexifying included. (A test
+    # of its own: jit caches traces by function, so each form is traced in a fresh lambda.)
+    rng = np.random.default_rng(604)
+    sym, q, metric, _ = _symmetric_in_metric(rng)
+    b = rng.normal(size=(_BATCH, 6))
+    args = [jnp.asarray(v) for v in (sym, b, metric)]
+    weights = jnp.asarray(rng.integers(0, 2, size=_BATCH), jnp.float64)
+
+    def answers():  # traced anew on each call: jit caches traces by function
+        return jax.jit(lambda: (jax.vmap(linalg.solve)(jnp.asarray(q), args[1]),
+                                jax.vmap(linalg.solve_convexified)(*args, weights)))()
+
+    monkeypatch.setattr(linalg, "_unrolled", lambda n: False)
+    looped = answers()
+    monkeypatch.setattr(linalg, "_unrolled", lambda n: n <= linalg.UNROLL_MAX)
+    unrolled = answers()
+    for a, c in zip(jax.tree.leaves(looped), jax.tree.leaves(unrolled)):
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(unrolled[0], np.linalg.solve(q, b[..., None])[..., 0],
+                               rtol=1e-9, atol=1e-9)
