@@ -15,8 +15,9 @@ far away, in free fall). Asserted: finite states and gradients, and the closed-f
 d(Σ x_T + 0.1 Σ v_T)/dv_0 = T Δt + 0.1 of every body that touched nothing.
 
 Compilation dominates: the fast part (`-m "not slow"`) compiles two small programs; the
-fuzz of the mixed structures and of float64 is marked slow, as is an xfail reproducer of
-Newton stalling in float32 on a few steps of the thrown boxes.
+fuzz of the mixed structures and of float64 is marked slow, as are the thrown boxes with 50
+iterations (every step converges) and a strict xfail: 8 boxes thrown together (the `boxes8`
+benchmark scene) should converge at least 96 % of their steps, and converge 94.8 %.
 """
 
 import math
@@ -341,3 +342,31 @@ def test_float32_thrown_boxes_converge_every_step_with_more_iterations():
     bad = ~np.asarray(info.converged)
     assert not bad.any(), (f"(scene, step) {np.argwhere(bad).tolist()}, residuals "
                            f"{np.asarray(info.residual)[bad].tolist()}")
+
+
+@pytest.mark.slow  # 8 boxes: the compile alone takes about a minute
+@pytest.mark.xfail(strict=True, reason="colliding boxes stall Newton's lag phase until the row "
+                   "model comes in (design note 37): 94.8 % of these steps converge")
+def test_float32_boxes_thrown_together_converge():
+    # the boxes8 benchmark scene (`benchmarks/throughput.py --scene boxes8`): 8 boxes in a
+    # 2 x 4 grid, 1 cm between faces, thrown with v, ω ~ N(0, 1) per axis, so neighbours
+    # collide in the air and land on each other. The row model as every dense lag direction
+    # reached 97.5 % but broke other slow tests (note 37)
+    scene = jc.Scene(dt=0.002)
+    scene.add_plane(friction=0.5)
+    pitch = 0.11
+    for i in range(4):
+        for j in range(2):
+            scene.add_box(0.05, 1.0, ((i - 1.5) * pitch, (j - 0.5) * pitch, 0.3), friction=0.5)
+    model, state = scene.build(dtype=jnp.float32)
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    vel, ang_vel = (jax.random.normal(k, (4, 8, 3), jnp.float32) for k in (k1, k2))
+    states = jax.vmap(lambda v, w: state.replace(vel=v, ang_vel=w))(vel, ang_vel)
+    final, _, info = jax.jit(jax.vmap(lambda s: jc.rollout(model, s, steps=500,
+                                                           return_info=True)))(states)
+    assert np.all(np.isfinite(np.asarray(final.pos)))
+    converged = float(np.mean(np.asarray(info.converged)))
+    assert converged >= 0.96, converged
+    # after 1 s no box lies on top of another (z = 0.15; one leaning on a neighbour stands
+    # lower)
+    assert np.all(np.asarray(final.pos[..., 2]) < 0.12), np.asarray(final.pos[..., 2])
