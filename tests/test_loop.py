@@ -132,3 +132,32 @@ def test_where_needed_runs_fn_only_if_some_scene_needs_it():
         jax.block_until_ready(jax.vmap(one)(needed, x))
         # the callback runs once per (vmapped) evaluation of fn, or not at all
         assert (len(calls[0]) > 0) == (runs > 0), (needed, calls[0])
+
+
+def test_batching_rules_replay_one_trace_of_the_python(starts):
+    # the primal form of each custom_vmap traces the function; the batching rule replays
+    # that trace instead of running the Python again (design note 38), with the same answers
+    x0, step = starts
+    traced = []
+
+    def counted(state, operands):
+        traced.append("iteration")
+        return _iteration(state, operands)
+
+    def fn(operands):
+        traced.append("fn")
+        x, scale = operands
+        return scale * x * x
+
+    def run(x, s):
+        init = (x, jnp.zeros((), jnp.int32), x <= 0.0)
+        final = loop.until_done(counted, init, (s, 0.0), CAP, lambda c: c[2])
+        return final, loop.where_needed(x > 1.0, fn, -x, (x, s))
+
+    (x, used, _), out = jax.jit(jax.vmap(run))(x0, step)
+    assert sorted(traced) == ["fn", "iteration"]
+    expected = _expected_iterations(x0, step)
+    np.testing.assert_array_equal(np.asarray(used), expected)
+    np.testing.assert_allclose(np.asarray(x), x0 - expected * step, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(out), np.where(x0 > 1.0, step * x0 * x0, -x0),
+                               rtol=1e-15)
