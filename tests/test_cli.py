@@ -297,3 +297,33 @@ def test_python_m_error_exit_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["jaxcontact: error: no such file: 'absent.py'"]
     assert done.stdout == ""
+
+
+def test_cache_folder_follows_option_then_environment(tmp_path, monkeypatch):
+    import jax
+
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.delenv("JAXCONTACT_CACHE", raising=False)
+    parser = cli.build_parser()
+    for command in ("run", "demo"):
+        argv = [command, "scene.py"] if command == "run" else [command]
+        assert parser.parse_args(argv + ["--no-cache"]).cache == ""
+        assert parser.parse_args(argv + ["--cache", str(tmp_path)]).cache == str(tmp_path)
+        with pytest.raises(SystemExit):  # one or the other
+            parser.parse_args(argv + ["--no-cache", "--cache", str(tmp_path)])
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        # this process's own cache (the tests') is kept whatever the option says
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+        assert cli.cache_dir(str(tmp_path)) is None
+        jax.config.update("jax_compilation_cache_dir", None)
+        assert cli.cache_dir("") is None
+        assert cli.cache_dir(str(tmp_path / "a")) == tmp_path / "a"
+        assert cli.cache_dir(None).parts[-3:] == (".cache", "jaxcontact", "xla")
+        monkeypatch.setenv("JAXCONTACT_CACHE", str(tmp_path / "b"))
+        assert cli.cache_dir(None) == tmp_path / "b"
+        assert cli.cache_dir(str(tmp_path / "a")) == tmp_path / "a"
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "c"))
+        assert cli.cache_dir(str(tmp_path / "a")) is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
