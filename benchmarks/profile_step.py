@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import jax_provenance, log  # noqa: E402
-from throughput import box_drop_scene, initial_states, n_boxes_of  # noqa: E402
+from throughput import batched_rollout, box_drop_scene, initial_states, n_boxes_of  # noqa: E402
 
 
 def trace_events(log_dir):
@@ -115,12 +115,9 @@ def main():
     model, state = box_drop_scene(dtype, jc.Newton(), n_boxes_of(args.scene))
     states = initial_states(state, args.batch)
 
-    def rollout(steps):
-        return jax.jit(jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True)))
-
     result = {"benchmark": "profile_step", "config": vars(args) | {"out": str(args.out)},
               "provenance": jax_provenance(), "devices": [str(d) for d in jax.devices()]}
-    fn = rollout(args.steps)
+    fn = batched_rollout(model, args.steps)
     t0 = time.perf_counter()
     compiled = fn.lower(states).compile()
     result["compile_s"] = time.perf_counter() - t0

@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import jax_provenance, log, write_results  # noqa: E402
-from throughput import box_drop_scene, initial_states, n_boxes_of  # noqa: E402
+from throughput import batched_rollout, box_drop_scene, initial_states, n_boxes_of  # noqa: E402
 
 _SOLVER_FILES = ("newton.py", "base.py", "descent.py", "dual.py")
 
@@ -120,8 +120,7 @@ def main():
     dtype = jnp.float64 if args.float64 else jnp.float32
     model, state = box_drop_scene(dtype, jc.Newton(), n_boxes_of(args.scene))
     states = initial_states(state, args.batch)
-    rollout = jax.jit(jax.vmap(lambda s: jc.rollout(model, s, steps=args.steps,
-                                                    return_info=True)))
+    rollout = batched_rollout(model, args.steps)
     t0 = time.perf_counter()
     traced = rollout.trace(states)
     t1 = time.perf_counter()

@@ -70,7 +70,7 @@ def until_done(iteration, init, operands, length, done):
 
     @jax.custom_batching.custom_vmap
     def run(init, operands):
-        step = traced(init, operands)
+        step = traced.trace(init, operands)
         return iterate(lambda state: step(state, operands), init, length, True, done)
 
     @run.def_vmap
@@ -135,7 +135,7 @@ def where_needed(needed, fn, fallback, operands, branch=True):
 
     @jax.custom_batching.custom_vmap
     def run(needed, fallback, operands):
-        compute = traced(operands)
+        compute = traced.trace(operands)
         return jax.lax.cond(needed, lambda: compute(operands), lambda: fallback)
 
     @run.def_vmap
@@ -177,7 +177,7 @@ class _Traced:
         self.fn = fn
         self.closed = self.shapes = None
 
-    def __call__(self, *args):
+    def trace(self, *args):
         """Trace fn at args (tracers of the primal form); returns `replay`."""
         self.closed, self.shapes = jax.make_jaxpr(self.fn, return_shape=True)(*args)
         return self.replay
