@@ -272,6 +272,8 @@ class Context:
                 rotational one (`Problem.resolution`).
       coarse:   the meshes' `aggregation.CoarseSpace` at the start of the step (multilevel
                 preconditioning), or None (`coarse_space`).
+      quat:     (N + 1, 4) body orientations at the start of the step, the world's identity
+                last (`turns`).
     """
 
     elements: tuple
@@ -281,6 +283,7 @@ class Context:
     overflow: Array
     resolution: Array
     coarse: Any = None
+    quat: Any = None
 
 
 def layout(model) -> dofs.Layout:
@@ -325,7 +328,9 @@ def prepare(model, state, control) -> Context:
     elements = tuple(elements)
     return Context(elements=elements, mass=mass, u_free=u_free,
                    u_flight=_free_flight(model, elements, mass, u_free), overflow=overflow,
-                   resolution=resolution, coarse=coarse_space(model, state))
+                   resolution=resolution, coarse=coarse_space(model, state),
+                   quat=jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]],
+                                                                  state.quat.dtype)]))
 
 
 def coarse_space(model, state):
@@ -344,12 +349,13 @@ def coarse_space(model, state):
 
 # --- generic assembly (every function takes args = (model, ctx) last) -------------------------
 
-def _potential(term, dt, x, lag, start, params, shared, irls=0.0, travel=None,
+def _potential(term, dt, x, lag, at, at_lag, start, params, shared, irls=0.0, travel=None,
                lag_travel=None):
     """Ψ(x_e, x̄_e) of one element, from its local velocity vectors (the configuration moved
-    by `travel`, `lag_travel` where given: `_configuration_floor`)."""
-    return term.potential(dofs.local(start, x, dt, travel), dofs.local(start, lag, dt, lag_travel),
-                          params, shared, dt, irls)
+    by `travel`, `lag_travel` where given: `_configuration_floor`); orientations from the
+    bodies' expansions `at`, `at_lag` about x and x̄ (`dofs.Turn`), or exact where None."""
+    return term.potential(dofs.local(start, x, dt, travel, at),
+                          dofs.local(start, lag, dt, lag_travel, at_lag), params, shared, dt, irls)
 
 
 # elements per chunk where dead elements are skipped (`_each`)
@@ -420,12 +426,13 @@ def _each(kernel, term, el: Elements, dt, *per_element, extra=()):
 _potential_gradient = jax.grad(_potential, argnums=2)
 
 
-def _linearized(term, dt, x, x_lag, start, params, shared, mode, irls):
-    """An element's gradient and its local Jacobian (`linearize`), from one forward pass."""
+def _linearized(term, dt, x, x_lag, at, at_lag, start, params, shared, mode, irls):
+    """An element's gradient and its local Jacobian (`linearize`), from one forward pass
+    (`at_lag` expands about the lag point w x + (1 - w) x̄)."""
     def grad_at(y):
         # the lag is y itself in the exact Jacobian (w = 1), the held x̄ when w = 0
         y_lag = mode * y + (1.0 - mode) * x_lag
-        return _potential_gradient(term, dt, y, y_lag, start, params, shared, irls)
+        return _potential_gradient(term, dt, y, y_lag, at, at_lag, start, params, shared, irls)
 
     # (jacfwd would trace the gradient a second time for the value)
     def push(t):
@@ -433,31 +440,32 @@ def _linearized(term, dt, x, x_lag, start, params, shared, mode, irls):
     return jax.vmap(push, out_axes=(None, -1))(jnp.eye(x.shape[0], dtype=x.dtype))
 
 
-def _configuration_floor(term, dt, x, resolution, start, params, shared):
+def _configuration_floor(term, dt, x, resolution, at, start, params, shared):
     """|∂g_e/∂c| resolution_e: how far the element's gradient g_e(x) = ∇Ψ(x; x̄ = x) moves
     when only its end-of-step configuration c (moved by x) is rounded, its velocities held."""
     def grad_at(c):
-        return jax.grad(lambda t: _potential(term, dt, x + t, x, start, params, shared, 0.0,
-                                             c + t, c))(jnp.zeros_like(x))
+        return jax.grad(lambda t: _potential(term, dt, x + t, x, at, at, start, params, shared,
+                                             0.0, c + t, c))(jnp.zeros_like(x))
     return jnp.abs(jax.jacfwd(grad_at)(x)) @ resolution
 
 
-def _row_groups(term, dt, x, lag, start, params, shared):
-    return term.rows(dofs.local(start, x, dt), dofs.local(start, lag, dt), params, shared, dt)
+def _row_groups(term, dt, x, lag, at, at_lag, start, params, shared):
+    return term.rows(dofs.local(start, x, dt, at=at), dofs.local(start, lag, dt, at=at_lag),
+                     params, shared, dt)
 
 
-def _rows_and_jacobians(term, dt, x, lag, start, params, shared):
+def _rows_and_jacobians(term, dt, x, lag, at, at_lag, start, params, shared):
     """An element's row groups at x (lag x̄), G = ∂e/∂x with the lag frozen, curvatures."""
-    groups = _row_groups(term, dt, x, lag, start, params, shared)
-    jac = jax.jacfwd(lambda y: tuple(g.error for g in _row_groups(term, dt, y, lag, start,
-                                                                  params, shared)))(x)
+    groups = _row_groups(term, dt, x, lag, at, at_lag, start, params, shared)
+    jac = jax.jacfwd(lambda y: tuple(g.error for g in _row_groups(term, dt, y, lag, at, at_lag,
+                                                                  start, params, shared)))(x)
     return groups, jac, tuple(g.curvature() for g in groups)
 
 
-def _reweighted_hessian(term, dt, x, start, params, shared):
+def _reweighted_hessian(term, dt, x, at, start, params, shared):
     """The Hessian of Ψ(·; x̄ = x) with reweighted friction (`gauss_newton`)."""
-    return jax.hessian(_potential, argnums=2)(term, dt, x, jax.lax.stop_gradient(x), start,
-                                              params, shared, 1.0)
+    return jax.hessian(_potential, argnums=2)(term, dt, x, jax.lax.stop_gradient(x), at, at,
+                                              start, params, shared, 1.0)
 
 
 def _gaps(term, dt, x, start, params, shared):
@@ -471,6 +479,21 @@ _ENERGY_KERNELS = (_potential, _potential_gradient, _linearized, _reweighted_hes
 _MATRIX_KERNELS = (_linearized, _reweighted_hessian, _configuration_floor)
 
 
+def turns(u, args, derivatives=True) -> dofs.Turn:
+    """Every body's end-of-step orientation expanded about u's angular velocities (`dofs.Turn`;
+    the world's last, at rest), or its value alone: computed once per assembly, read by
+    every term's elements."""
+    model, ctx = args
+    _, ang_vel, _ = dofs.split(u, layout(model))
+    ang_vel = jnp.concatenate([ang_vel, jnp.zeros((1, 3), ang_vel.dtype)])
+    return dofs.turn(ctx.quat, ang_vel, model.dt, derivatives)
+
+
+def _turn_of(turn: dofs.Turn, el: Elements) -> dofs.Turn:
+    """The expansions of an element's bodies, (E, kb, ...) (-1 picks the world's)."""
+    return jax.tree.map(lambda a: a[el.bodies], turn)
+
+
 def kinetic(u, ctx: Context):
     du = u - ctx.u_free
     return 0.5 * jnp.dot(du, ctx.mass.apply(du))
@@ -480,9 +503,10 @@ def merit(u, u_lag, args):
     """Φ(u; ū) (module docstring): the solvers' merit function (scalar)."""
     model, ctx = args
     total = kinetic(u, ctx)
+    at, at_lag = turns(u, args, False), turns(u_lag, args, False)
     for term, el in zip(model.terms, ctx.elements):
         values = _each(_potential, term, el, model.dt, dofs.gather(u, el.index),
-                       dofs.gather(u_lag, el.index))
+                       dofs.gather(u_lag, el.index), _turn_of(at, el), _turn_of(at_lag, el))
         total = total + jnp.sum(values)
     return total
 
@@ -508,13 +532,15 @@ def merit_change(u, u_lag, trial, args):
     size = jnp.abs(m_delta) @ jnp.abs(away) + 0.5 * jnp.sum(jnp.abs(delta * m_delta), axis=1)
     at_u = kinetic(u, ctx)
     points = jnp.concatenate([trial, u[None, :]])
+    at_lag = turns(u_lag, args, False)
     for term, el in zip(model.terms, ctx.elements):
         if term.linear:
             continue
         lag = dofs.gather(u_lag, el.index)
 
         def values_at(v, term=term, el=el, lag=lag):
-            return _each(_potential, term, el, model.dt, dofs.gather(v, el.index), lag)
+            return _each(_potential, term, el, model.dt, dofs.gather(v, el.index), lag,
+                         _turn_of(turns(v, args, False), el), _turn_of(at_lag, el))
         # all points at once (vmap) while a point's element arrays are small, or where `_each`
         # skips dead chunks (its skip is decided once for all points); one point at a time
         # where they would not stay in cache (design note 32)
@@ -537,12 +563,14 @@ def gradient_noise(u, args, lag=None):
     residual below a small multiple of it is as converged as the arithmetic allows."""
     model, ctx = args
     n = layout(model).size
+    at = turns(u, args)
+    at_lag = at if lag is None else turns(lag, args)
     lag = u if lag is None else lag
     g = ctx.mass.apply(u - ctx.u_free)
     total = jnp.abs(ctx.mass.apply(u)) + jnp.abs(ctx.mass.apply(ctx.u_free))
     for term, el in zip(model.terms, ctx.elements):
         g_e = _each(_potential_gradient, term, el, model.dt, dofs.gather(u, el.index),
-                    dofs.gather(lag, el.index))
+                    dofs.gather(lag, el.index), _turn_of(at, el), _turn_of(at_lag, el))
         g = g + dofs.scatter(g_e, el.index, n)
         total = total + dofs.scatter(jnp.abs(g_e), el.index, n)
     return g, jnp.finfo(u.dtype).eps * jnp.abs(ctx.mass.solve(total))
@@ -584,32 +612,37 @@ def linearize(u, args, mode="exact", lag=None, irls=0.0):
         mode = 1.0 if mode == "exact" else 0.0
     model, ctx = args
     n = layout(model).size
+    at = turns(u, args)
+    # the kernel's lag point is w u + (1 - w) ū
+    at_lag = at if lag is None else turns(mode * u + (1.0 - mode) * lag, args)
     lag = u if lag is None else lag
     g = ctx.mass.apply(u - ctx.u_free)
     local = []
     for term, el in zip(model.terms, ctx.elements):
         g_e, j_e = _each(_linearized, term, el, model.dt, dofs.gather(u, el.index),
-                         dofs.gather(lag, el.index), extra=(mode, irls))
+                         dofs.gather(lag, el.index), _turn_of(at, el), _turn_of(at_lag, el),
+                         extra=(mode, irls))
         g = g + dofs.scatter(g_e, el.index, n)
         local.append(j_e)
     return g, _assembled(model, ctx, local)
 
 
-def _term_rows(term, el: Elements, u, dt):
-    """The rows of one row term at u (lag ū = u): per group, errors, local Jacobians
-    G = ∂e/∂x with the lag frozen, stiffnesses, cones and curvatures."""
-    x = dofs.gather(u, el.index)
-    return _each(_rows_and_jacobians, term, el, dt, x, x)
+def _term_rows(term, el: Elements, u, at, dt):
+    """The rows of one row term at u (lag ū = u; `at`: `turns` of u): per group, errors,
+    local Jacobians G = ∂e/∂x with the lag frozen, stiffnesses, cones and curvatures."""
+    x, at = dofs.gather(u, el.index), _turn_of(at, el)
+    return _each(_rows_and_jacobians, term, el, dt, x, x, at, at)
 
 
 def rows(u, args) -> tuple:
     """Every row term's rows at u: a flat tuple of `RowBlock` (partners as flat indices)."""
     model, ctx = args
     out = []
+    at = turns(u, args)
     for term, el in zip(model.terms, ctx.elements):
         if not isinstance(term, RowTerm):
             continue
-        groups, jacs, curvatures = _term_rows(term, el, u, model.dt)
+        groups, jacs, curvatures = _term_rows(term, el, u, at, model.dt)
         base, blocks = len(out), dofs.block_ids(el.bodies, el.particles)
         slots = dofs.slots(term.n_bodies, term.n_particles)
         for g, jac, curvature in zip(groups, jacs, curvatures):
@@ -628,17 +661,21 @@ def row_model(u, lag, args) -> RowModel:
     n = layout(model).size
     b = ctx.mass.apply(u - ctx.u_free)
     base, groups, jacs, index = [], [], [], []
+    at_u, at_lag = turns(u, args), turns(lag, args)
     for term, el in zip(model.terms, ctx.elements):
         x, x_lag = dofs.gather(u, el.index), dofs.gather(lag, el.index)
+        at, at_x_lag = _turn_of(at_u, el), _turn_of(at_lag, el)
         if isinstance(term, RowTerm):
-            found, found_jacs, _ = _each(_rows_and_jacobians, term, el, model.dt, x, x_lag)
+            found, found_jacs, _ = _each(_rows_and_jacobians, term, el, model.dt, x, x_lag, at,
+                                         at_x_lag)
             groups.extend(found)
             jacs.extend(found_jacs)
             index.extend([el.index] * len(found))
             d = el.index.shape[1]
             base.append(jnp.zeros((el.index.shape[0], d, d), u.dtype))
             continue
-        g_e, j_e = _each(_linearized, term, el, model.dt, x, x_lag, extra=(0.0, 0.0))
+        g_e, j_e = _each(_linearized, term, el, model.dt, x, x_lag, at, at_x_lag,
+                         extra=(0.0, 0.0))
         b = b + dofs.scatter(g_e, el.index, n)
         base.append(j_e)
     return RowModel(gradient=b, base=_assembled(model, ctx, base), groups=tuple(groups),
@@ -651,9 +688,10 @@ def gauss_newton(u, args) -> Jacobian:
     primal preconditioners use (thesis Eq. 115-116, 131, 136)."""
     model, ctx = args
     local = []
+    at = turns(u, args)
     for term, el in zip(model.terms, ctx.elements):
         if isinstance(term, RowTerm):
-            _, jacs, curvatures = _term_rows(term, el, u, model.dt)
+            _, jacs, curvatures = _term_rows(term, el, u, at, model.dt)
             total = 0.0
             for jac, c in zip(jacs, curvatures):
                 flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
@@ -661,7 +699,8 @@ def gauss_newton(u, args) -> Jacobian:
                 total = total + jnp.einsum("eri,er,erj->eij", flat, weight, flat)
             local.append(total)
             continue
-        local.append(_each(_reweighted_hessian, term, el, model.dt, dofs.gather(u, el.index)))
+        local.append(_each(_reweighted_hessian, term, el, model.dt, dofs.gather(u, el.index),
+                           _turn_of(at, el)))
     return _assembled(model, ctx, local)
 
 
@@ -686,7 +725,7 @@ def _free_flight(model, elements, mass, u_free):
         total = 0.0
         for term, el in linear:
             x = dofs.gather(u, el.index)
-            total = total + jnp.sum(_each(_potential, term, el, model.dt, x, x))
+            total = total + jnp.sum(_each(_potential, term, el, model.dt, x, x, None, None))
         return total
 
     return u_free - mass.solve(jax.grad(linear_potential)(jnp.zeros_like(u_free)))
@@ -706,9 +745,10 @@ def configuration_floor(u, args):
     model, ctx = args
     n = layout(model).size
     out = jnp.zeros_like(u)
+    at = turns(u, args)
     for term, el in zip(model.terms, ctx.elements):
         f_e = _each(_configuration_floor, term, el, model.dt, dofs.gather(u, el.index),
-                    dofs.gather(ctx.resolution, el.index))
+                    dofs.gather(ctx.resolution, el.index), _turn_of(at, el))
         out = out + dofs.scatter(f_e, el.index, n)
     return jax.lax.stop_gradient(out)
 

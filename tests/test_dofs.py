@@ -244,6 +244,42 @@ def test_local_agrees_with_configuration_on_gathered_blocks():
             np.testing.assert_array_equal(views.particle_vel[e, slot], particle_vel[p])
 
 
+def test_local_from_a_turn_has_the_exact_value_and_derivatives():
+    # an element's view from the bodies' expansion about u (`dofs.Turn`) against the exact
+    # exponential map: Ψ(x), ∇Ψ and ∇²Ψ at x = u, and the derivative in u of that local
+    # Hessian (the expansion moves with u: unrolled gradients differentiate through it)
+    state = _state(12)
+    rng = np.random.default_rng(13)
+    dt = 0.05
+    bodies, particles = np.array([[0, 2], [-1, 1]]), np.array([[1], [0]])
+    index = dofs.dof_index(bodies, particles, LAYOUT)
+    start = dofs.gather_start(state, bodies, particles)
+    arm = jnp.asarray(rng.normal(size=3))
+
+    def psi(view):
+        return jnp.sum(jnp.sin(jax.vmap(quat_to_mat)(view.quat) @ arm)) + jnp.sum(view.pos ** 2)
+
+    def local_hessians(u, expanded):
+        quat = jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]])])
+        _, ang_vel, _ = dofs.split(u, LAYOUT)
+        turn = dofs.turn(quat, jnp.concatenate([ang_vel, jnp.zeros((1, 3))]), dt)
+        turn = jax.tree.map(lambda a: a[bodies], turn)
+
+        def one(s, x, t):
+            f = (lambda y: psi(dofs.local(s, y, dt, at=t))) if expanded else (
+                lambda y: psi(dofs.local(s, y, dt)))
+            return f(x), jax.grad(f)(x), jax.hessian(f)(x)
+        return jax.vmap(one)(start, dofs.gather(u, index), turn)
+
+    u = jnp.asarray(rng.normal(size=SIZE) * 4.0)
+    for got, want in zip(local_hessians(u, True), local_hessians(u, False)):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    du = jnp.asarray(rng.normal(size=SIZE))
+    got = jax.jvp(lambda u: local_hessians(u, True)[2], (u,), (du,))[1]
+    want = jax.jvp(lambda u: local_hessians(u, False)[2], (u,), (du,))[1]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_local_sizes_and_slots():
     assert dofs.local_size(2, 1) == 15
     assert dofs.local_size(0, 1) == 3

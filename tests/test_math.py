@@ -384,6 +384,26 @@ def test_quat_integrate_constant_rate_about_fixed_axis_adds_angles():
     np.testing.assert_allclose(q, _axis_angle_quat(_AXIS, 1.0), atol=1e-14)
 
 
+@pytest.mark.parametrize("rate", [0.0, 1e-5, 0.3, 14.0, 15.0, 400.0])
+def test_quat_integrate_derivatives_are_those_of_the_map(rate):
+    # closed-form ∂q+/∂ω, ∂²q+/∂ω² (dofs.Turn) against autodiff of quat_integrate, in every
+    # regime of θ² = |Δt ω|²: zero, the series (below 1), across the seam at θ = 1 (rates 14
+    # and 15 at Δt = 0.07), large; and their own derivatives (what unrolled gradients take)
+    dt = 0.07
+    quats = jnp.asarray(_random_quats(2, 9))
+    omegas = jnp.asarray(rate * _unit(np.random.default_rng(3).normal(size=(2, 3))))
+    value, jac, hess = jm.quat_integrate_derivatives(quats, omegas, dt)
+    assert value.shape == (2, 4) and jac.shape == (2, 4, 3) and hess.shape == (2, 4, 3, 3)
+    for q, w, v, j, h in zip(quats, omegas, value, jac, hess):
+        np.testing.assert_array_equal(v, _quat_integrate(q, w, dt))
+        np.testing.assert_allclose(j, _integrate_jac(q, w, dt), rtol=0, atol=_GRAD)
+        np.testing.assert_allclose(h, _integrate_hess(q, w, dt), rtol=0, atol=1e-12)
+        third = jax.jacfwd(lambda w: jm.quat_integrate_derivatives(q, w, dt)[2])(w)
+        expected = jax.jacfwd(lambda w: _integrate_hess(q, w, dt))(w)
+        assert _finite(third)
+        np.testing.assert_allclose(third, expected, rtol=0, atol=1e-11)
+
+
 # --- inertia ----------------------------------------------------------------------------------
 
 def test_world_inertia_inv_is_inverse_of_world_inertia():
