@@ -20,7 +20,7 @@ import jaxcontact as jc
 from jaxcontact import dofs, terms
 from jaxcontact.problem import RowBlock
 from jaxcontact.solvers.dual import project
-from _helpers import SOLVER_STEPS, solver_rollout, solver_run, solver_scene
+from _helpers import solver_rollout, solver_run, solver_scene
 
 SOLVERS = {
     "newton": jc.Newton(),

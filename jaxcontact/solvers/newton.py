@@ -46,7 +46,9 @@ therefore alternates two phases, per scene:
 - Near the root (within `_NEAR_ROOT` tolerances), in either phase, the full step is taken
   if it halves the residual, whatever Φ does: the changes of Φ there are below its
   rounding, and in float32 the configuration's rounding makes Φ a staircase along the step
-  (design note 35). A lag-phase step so taken refreshes the lag.
+  (design note 35). So is a full step whose change of Φ is within that staircase, what one
+  rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
+  lag-phase step so taken refreshes the lag.
 
 The solver knows nothing of physics: it sees the functions of a
 `jaxcontact.problem.Problem` and their arguments."""
@@ -310,6 +312,12 @@ class Newton(base.Solver):
         # steps that cut the residual 10x (design note 35)
         size = base.residual_norm(r)
         near = size <= _NEAR_ROOT * jnp.max(tol)
+        # nor can Φ judge a change below its staircase: what one rounding unit of the
+        # end-of-step configuration moves its terms that are not linear in u by (their
+        # gradient ∇₁Φ - M(u - u_flight) times the resolution; design note 39)
+        staircase = jnp.dot(jnp.abs(g_lag - mass.apply(u - problem.start(args))),
+                            problem.resolution(args))
+        near = near | (jnp.abs(change0[0]) <= staircase)
         merit_ok = (change0[0] <= fuzz0) | near
         r_full = base.residual_norm(mass.solve(g_full))
         # the full step is taken if it halves the residual without raising Φ(·; ū), or if it
