@@ -87,8 +87,9 @@ def _half_angle_slopes(theta_sq, c, s):
     """s' and s'' of s = sin(θ/2)/θ as functions of t = θ² (c = cos(θ/2), s: the values of
     `_half_angle_terms`); cos(θ/2)' = -s/4 and cos(θ/2)'' = -s'/4 follow from them.
 
-    Closed forms s' = (c - 2s)/(4t), s'' = -(s/4 + 6 s')/(4t) above t = 1, where they lose
-    no digits; the series below (the closed forms cancel to O(t) there)."""
+    Closed forms s' = (c - 2s)/(4t), s'' = -(s/4 + 6 s')/(4t) above t = 1, where their
+    cancellation costs at most about one digit; the series below, where the closed forms
+    cancel to O(t)."""
     small = theta_sq < 1.0
     t = jnp.where(small, 1.0, theta_sq)
     a = _SINC_SERIES

@@ -532,20 +532,24 @@ def merit_change(u, u_lag, trial, args):
     size = jnp.abs(m_delta) @ jnp.abs(away) + 0.5 * jnp.sum(jnp.abs(delta * m_delta), axis=1)
     at_u = kinetic(u, ctx)
     points = jnp.concatenate([trial, u[None, :]])
+    # every point's orientations once, for all the terms
+    at_points = jax.vmap(lambda v: turns(v, args, False))(points)
     at_lag = turns(u_lag, args, False)
     for term, el in zip(model.terms, ctx.elements):
         if term.linear:
             continue
         lag = dofs.gather(u_lag, el.index)
 
-        def values_at(v, term=term, el=el, lag=lag):
+        def values_at(point, term=term, el=el, lag=lag):
+            v, at = point
             return _each(_potential, term, el, model.dt, dofs.gather(v, el.index), lag,
-                         _turn_of(turns(v, args, False), el), _turn_of(at_lag, el))
+                         _turn_of(at, el), _turn_of(at_lag, el))
         # all points at once (vmap) while a point's element arrays are small, or where `_each`
         # skips dead chunks (its skip is decided once for all points); one point at a time
         # where they would not stay in cache (design note 32)
         one_point = el.live is None and el.index.size >= _CACHED_VALUES
-        values = jax.lax.map(values_at, points) if one_point else jax.vmap(values_at)(points)
+        values = (jax.lax.map(values_at, (points, at_points)) if one_point
+                  else jax.vmap(values_at)((points, at_points)))
         change = change + jnp.sum(values[:-1] - values[-1:], axis=1)
         size = size + jnp.sum(jnp.abs(values[:-1]) + jnp.abs(values[-1:]), axis=1)
         at_u = at_u + jnp.sum(values[-1])
