@@ -170,7 +170,7 @@ class Turn:
       quat: (..., 4) q+(at).
       jac:  (..., 4, 3) ∂q+/∂ω at `at`, or None: the value alone (for Φ's values, whose
             local derivatives no one takes; outer autodiff still flows through `at`).
-      hess: (..., 4, 3, 3) ∂²q+/∂ω² at `at`, or None with jac.
+      hess: (..., 4, 3, 3) ∂²q+/∂ω² at `at`, or None: first order (for gradients alone).
     """
 
     at: Array
@@ -179,13 +179,14 @@ class Turn:
     hess: Any = None
 
 
-def turn(quat, ang_vel, dt, derivatives=True) -> Turn:
+def turn(quat, ang_vel, dt, order=2) -> Turn:
     """The `Turn` of bodies at start orientations quat (..., 4), angular velocities ang_vel
-    (..., 3) (`quat_integrate_derivatives`, in closed form), or of q+ alone."""
-    if not derivatives:
+    (..., 3) to `order` 0 (q+ alone), 1 or 2 (`quat_integrate_derivatives`, in closed form;
+    what a lower order leaves out is not computed)."""
+    if order == 0:
         return Turn(at=ang_vel, quat=quat_integrate(quat, ang_vel, dt))
     value, jac, hess = quat_integrate_derivatives(quat, ang_vel, dt)
-    return Turn(at=ang_vel, quat=value, jac=jac, hess=hess)
+    return Turn(at=ang_vel, quat=value, jac=jac, hess=hess if order == 2 else None)
 
 
 def _turned(at: Turn, ang_vel):
@@ -193,8 +194,13 @@ def _turned(at: Turn, ang_vel):
     if at.jac is None:
         return at.quat
     d = ang_vel - at.at
-    return (at.quat + jnp.einsum("kij,kj->ki", at.jac, d)
-            + 0.5 * jnp.einsum("kijl,kj,kl->ki", at.hess, d, d))
+    # products and sums, not einsums: tiny batched dot products are slow on CPU, and these
+    # fuse with the element's other elementwise work
+    first = at.quat + jnp.sum(at.jac * d[:, None, :], axis=-1)
+    if at.hess is None:
+        return first
+    return first + 0.5 * jnp.sum(at.hess * (d[:, None, :, None] * d[:, None, None, :]),
+                                 axis=(-2, -1))
 
 
 def local(start: Start, x, dt, travel=None, at: Turn | None = None) -> Local:

@@ -131,8 +131,8 @@ def quat_integrate_derivatives(q, omega, dt):
     # the right product with q as a matrix: its columns are the basis quaternions times q
     basis = jnp.eye(4, dtype=q.dtype).reshape((1,) * (q.ndim - 1) + (4, 4))
     right = jnp.swapaxes(quat_mul(basis, q[..., None, :]), -1, -2)
-    jac = jnp.einsum("...ik,...kj->...ij", right, d_exp)
-    hess = jnp.einsum("...ik,...kjl->...ijl", right, dd_exp)
+    jac = jnp.sum(right[..., :, :, None] * d_exp[..., None, :, :], axis=-2)
+    hess = jnp.sum(right[..., :, :, None, None] * dd_exp[..., None, :, :, :], axis=-3)
     return value, dt * jac, dt * dt * hess
 
 

@@ -479,14 +479,14 @@ _ENERGY_KERNELS = (_potential, _potential_gradient, _linearized, _reweighted_hes
 _MATRIX_KERNELS = (_linearized, _reweighted_hessian, _configuration_floor)
 
 
-def turns(u, args, derivatives=True) -> dofs.Turn:
-    """Every body's end-of-step orientation expanded about u's angular velocities (`dofs.Turn`;
-    the world's last, at rest), or its value alone: computed once per assembly, read by
-    every term's elements."""
+def turns(u, args, order=2) -> dofs.Turn:
+    """Every body's end-of-step orientation expanded about u's angular velocities to `order`
+    (`dofs.Turn`; the world's last, at rest): computed once per assembly, read by every
+    term's elements."""
     model, ctx = args
     _, ang_vel, _ = dofs.split(u, layout(model))
     ang_vel = jnp.concatenate([ang_vel, jnp.zeros((1, 3), ang_vel.dtype)])
-    return dofs.turn(ctx.quat, ang_vel, model.dt, derivatives)
+    return dofs.turn(ctx.quat, ang_vel, model.dt, order)
 
 
 def _turn_of(turn: dofs.Turn, el: Elements) -> dofs.Turn:
@@ -503,7 +503,7 @@ def merit(u, u_lag, args):
     """Φ(u; ū) (module docstring): the solvers' merit function (scalar)."""
     model, ctx = args
     total = kinetic(u, ctx)
-    at, at_lag = turns(u, args, False), turns(u_lag, args, False)
+    at, at_lag = turns(u, args, 0), turns(u_lag, args, 0)
     for term, el in zip(model.terms, ctx.elements):
         values = _each(_potential, term, el, model.dt, dofs.gather(u, el.index),
                        dofs.gather(u_lag, el.index), _turn_of(at, el), _turn_of(at_lag, el))
@@ -533,8 +533,8 @@ def merit_change(u, u_lag, trial, args):
     at_u = kinetic(u, ctx)
     points = jnp.concatenate([trial, u[None, :]])
     # every point's orientations once, for all the terms
-    at_points = jax.vmap(lambda v: turns(v, args, False))(points)
-    at_lag = turns(u_lag, args, False)
+    at_points = jax.vmap(lambda v: turns(v, args, 0))(points)
+    at_lag = turns(u_lag, args, 0)
     for term, el in zip(model.terms, ctx.elements):
         if term.linear:
             continue
@@ -567,8 +567,9 @@ def gradient_noise(u, args, lag=None):
     residual below a small multiple of it is as converged as the arithmetic allows."""
     model, ctx = args
     n = layout(model).size
-    at = turns(u, args)
-    at_lag = at if lag is None else turns(lag, args)
+    # first order: only g is formed; the lag's derivatives are not taken
+    at = turns(u, args, 1)
+    at_lag = at if lag is None else turns(lag, args, 0)
     lag = u if lag is None else lag
     g = ctx.mass.apply(u - ctx.u_free)
     total = jnp.abs(ctx.mass.apply(u)) + jnp.abs(ctx.mass.apply(ctx.u_free))
@@ -642,7 +643,7 @@ def rows(u, args) -> tuple:
     """Every row term's rows at u: a flat tuple of `RowBlock` (partners as flat indices)."""
     model, ctx = args
     out = []
-    at = turns(u, args)
+    at = turns(u, args, 1)   # the rows' first derivatives only
     for term, el in zip(model.terms, ctx.elements):
         if not isinstance(term, RowTerm):
             continue
