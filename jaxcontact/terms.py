@@ -479,11 +479,26 @@ _ENERGY_KERNELS = (_potential, _potential_gradient, _linearized, _reweighted_hes
 _MATRIX_KERNELS = (_linearized, _reweighted_hessian, _configuration_floor)
 
 
-def turns(u, args, order=2) -> dofs.Turn:
+def shares_turns(model, ctx) -> bool:
+    """Whether the elements read their bodies' orientations from one shared expansion per
+    body (`turns`), or each integrates its own (static, from the element tables' shapes).
+
+    Sharing pays where the nonlinear terms' elements read more body orientations than there
+    are bodies (joints, piles, several colliders per body: design note 39); where each body
+    is read about once (box_drop: one box on a plane), the expansion would only add its own
+    work and a gather to the element's (design note 40)."""
+    reads = sum(el.bodies.size for term, el in zip(model.terms, ctx.elements)
+                if not term.linear)
+    return reads > ctx.quat.shape[0] - 1
+
+
+def turns(u, args, order=2) -> dofs.Turn | None:
     """Every body's end-of-step orientation expanded about u's angular velocities to `order`
     (`dofs.Turn`; the world's last, at rest): computed once per assembly, read by every
-    term's elements."""
+    term's elements. None where the elements integrate their own (`shares_turns`)."""
     model, ctx = args
+    if not shares_turns(model, ctx):
+        return None
     _, ang_vel, _ = dofs.split(u, layout(model))
     ang_vel = jnp.concatenate([ang_vel, jnp.zeros((1, 3), ang_vel.dtype)])
     return dofs.turn(ctx.quat, ang_vel, model.dt, order)

@@ -360,3 +360,32 @@ def test_configuration_floor_leaves_out_friction_stiffness_at_stick():
         assert floor[dof] < 1e-2 * loose[dof], dof
     # along the normal the contact's stiffness reads the configuration: the two agree
     assert floor[2] == pytest.approx(loose[2], rel=1e-2)
+
+
+def _exact_linearization(model, state, u):
+    control = jc.Control.zeros(model.n_body, model.n_motor, dtype=jnp.float64)
+    args = (model, terms.prepare(model, state, control))
+    g, jac = terms.linearize(u, args, "exact")
+    return g, jac.dense(), terms.gradient(u, args)
+
+
+def test_orientations_are_shared_only_where_bodies_are_read_more_than_once(ev, monkeypatch):
+    # `terms.shares_turns` decides from the element tables alone; both ways give the same
+    # g and exact Jacobian (a spinning box pressed into the plane, read by one element)
+    control = jc.Control.zeros(ev["model"].n_body, ev["model"].n_motor, dtype=jnp.float64)
+    shapes = jax.eval_shape(terms.prepare, ev["model"], ev["state"], control)
+    assert terms.shares_turns(ev["model"], shapes)
+    scene = jc.Scene(dt=0.01, stiffness=1e4)
+    scene.add_plane(friction=0.6)
+    scene.add_box(0.05, 1.0, pos=(0.0, 0.0, 0.0495), quat=(0.8, 0.4, 0.2, 0.4),
+                  vel=(0.5, 0.2, -0.3), ang_vel=(3.0, -4.0, 8.0))
+    model, state = scene.build(dtype=jnp.float64)
+    control = jc.Control.zeros(model.n_body, model.n_motor, dtype=jnp.float64)
+    assert not terms.shares_turns(model, jax.eval_shape(terms.prepare, model, state, control))
+    u = dofs.velocity(state)
+    own = jax.jit(_exact_linearization)(model, state, u)
+    monkeypatch.setattr(terms, "shares_turns", lambda model, ctx: True)
+    shared = jax.jit(_exact_linearization)(model, state, u)
+    assert np.max(np.abs(np.asarray(own[1]))) > 1.0   # the contacts are active
+    for got, want in zip(shared, own):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.max(np.abs(want)))
