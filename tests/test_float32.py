@@ -270,30 +270,37 @@ def thrown_boxes():
     states = _states(state, ("box",), 0, values)
     dt = jnp.full((BATCH,), BOX_DT, jnp.float32)
     friction = jnp.full((BATCH, 1), 0.5, jnp.float32)
-    infos, grads = [], []
+    infos, grads, heights = [], [], []
     for _ in range(200 // STEPS):
         states, info, grad = _batch(model, states, dt, friction)
-        infos.append(info), grads.append(grad)
+        infos.append(info), grads.append(grad), heights.append(states.pos[0, 0, 2])
     infos = jax.tree.map(lambda *x: jnp.concatenate(x, axis=1), *infos)
-    return states, infos, grads
+    return states, infos, grads, np.asarray(heights, np.float64)
 
 
 def test_float32_box_rests_at_m_g_over_k(thrown_boxes):
-    final, info, _ = thrown_boxes
+    final, info, _, heights = thrown_boxes
     assert final.pos.dtype == jnp.float32
     assert bool(jnp.all(info.converged[0])), "the resting box must converge every step"
-    # linear law: k_n Σ d_i = m g over the 4 corner contacts, d = m g / (4 k_n) each
+    # linear law: k_n Σ d_i = m g over the 4 corner contacts, d = m g / (4 k_n) each.
+    # In float32 the resting box holds its velocity within the default tolerance (3e-4 m/s):
+    # steps it starts converged take no iteration, and its penetration swings by about
+    # tol m / (Δt 4 k_n d) = 1.5 % about the answer (measured: ±1.2 % over the last 100
+    # steps), so the closed form is asserted on the mean over those steps, and each
+    # sample within the tolerance's swing (design note 41)
     expected = BOX_MASS * G / (4 * BOX_K)
-    penetration = BOX_HALF[2] - float(final.pos[0, 0, 2])
-    assert penetration == pytest.approx(expected, rel=2e-3)
-    assert float(info.max_penetration[0, -1]) == pytest.approx(expected, rel=2e-3)
+    penetration = BOX_HALF[2] - heights[-20:]
+    assert np.mean(penetration) == pytest.approx(expected, rel=2e-3)
+    np.testing.assert_allclose(penetration, expected, rtol=0.03)
+    late = np.asarray(info.max_penetration[0, -100:], np.float64)
+    assert np.mean(late) == pytest.approx(expected, rel=2e-3)
     assert int(info.active_contacts[0, -1]) == 4
     np.testing.assert_allclose(np.asarray(final.vel[0]), 0.0, atol=1e-4)
     np.testing.assert_allclose(np.asarray(final.pos[0, 0, :2]), 0.0, atol=1e-5)
 
 
 def test_float32_thrown_boxes_finite_and_converged(thrown_boxes):
-    final, info, grads = thrown_boxes
+    final, info, grads, _ = thrown_boxes
     assert _finite(final)
     assert _finite(grads)
     converged = np.asarray(info.converged)
