@@ -513,6 +513,7 @@ class Result(enum.IntEnum):
     SUCCESS = 0
     MAX_ITERATIONS = 1
     NONFINITE = 2
+    STALLED = 3
 
 
 RESULT_MESSAGES = {
@@ -520,6 +521,8 @@ RESULT_MESSAGES = {
     Result.MAX_ITERATIONS: "not converged: iteration cap reached (raise `iterations`, lower dt "
                            "or loosen `tol`)",
     Result.NONFINITE: "non-finite residual (NaN/inf): the step diverged",
+    Result.STALLED: "not converged: the residual stopped falling (no halving in `patience` "
+                    "iterations; lower dt, or raise `patience`)",
 }
 
 

@@ -185,8 +185,8 @@ def pusher_task(*, target_low=(0.2, -0.25), target_high=(0.6, 0.25), box_half=(0
       friction: Coulomb μ of the ground and both bodies.
       stiffness, damping: contact k_n (N/m) and k_d (N s/m) of every surface. Softer than
         `Scene`'s default (1e5), so the pusher's impacts on the box converge in fewer
-        Newton iterations; they still need up to ~15 at dt = 0.02 s, so pass e.g.
-        `solver=jc.Newton(iterations=30)` (the experiment does). The box sinks only
+        Newton iterations; they still need up to ~15 at dt = 0.02 s (the default cap is
+        50; the experiment passes `solver=jc.Newton(iterations=30)`). The box sinks only
         m g / k_n = 0.5 mm.
       max_force: force at action ±1, N.
       action_cost: weight of the squared normalized force in the reward.
@@ -281,8 +281,8 @@ def walk_task(*, friction_range=(0.4, 1.2), mass_scale=(0.7, 1.3), residual=True
       max_tilt_deg: tilt that ends an episode, degrees in (0, 180].
       dt: time step, s.
       episode_length: steps per episode.
-      solver: the scene's solver settings (default `jc.Newton()`; its 12 iterations leave
-        ~20 % of the steps unconverged at dt = 0.02 s, `jc.Newton(iterations=30)` ~3 %).
+      solver: the scene's solver settings (default `jc.Newton()`; a cap of 12 iterations
+        leaves ~20 % of the steps unconverged at dt = 0.02 s, 30 ~3 %).
       dtype: float dtype of the scene (default: JAX's default float).
 
     Returns:

@@ -38,6 +38,11 @@ ROUNDING_ULPS = 64.0
 # of u and of the configuration (|M⁻¹| (|J| eps |u| + |J_c| resolution), J_c the Jacobian's
 # configuration part; already a worst case): a margin of 2 over it.
 FLOOR_MARGIN = 2.0
+# A solve within STALL_BAND x its tolerance makes progress while its best residual (relative
+# to its level) halves at least once in `patience` iterations; one that does not has stalled
+# on its rounding (`Result.STALLED`).
+PROGRESS = 0.5
+STALL_BAND = 8.0
 
 
 def default_tol(dtype) -> float:
@@ -91,6 +96,10 @@ class Solver:
 
     Attributes:
       iterations: static iteration cap.
+      patience: stop a scene's solve, reported `Result.STALLED` (not converged), once its
+        best residual max |M⁻¹ g| / tolerance is within `STALL_BAND` and has not halved for
+        this many iterations: its rounding, not the method, holds it there. None (default):
+        only the cap ends a solve.
       tol: residual tolerance on max |M⁻¹ r| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
         The rounding level of each step raises it where needed (module docstring).
       early_exit: run the loops as bounded while loops that stop once every scene of a
@@ -109,20 +118,20 @@ class Solver:
     """
 
     iterations: int = 50
+    patience: int | None = None
     tol: float | None = None
     early_exit: bool = True
     ad: str = "vjp"
     adjoint: Any = "auto"
     gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
-    # whether iterations=None means a default chosen per scene (`iteration_cap`)
-    cap_by_scene: ClassVar[bool] = False
     # whether the carry holds g and its noise at the iterate (`measured` costs nothing), so
     # the driver can judge a step converged as soon as it is taken
     carries_residual: ClassVar[bool] = False
 
     def __post_init__(self):
-        if self.iterations is not None or not self.cap_by_scene:
-            check_int(self, "iterations")
+        check_int(self, "iterations")
+        if self.patience is not None:
+            check_int(self, "patience")
         check_positive(self, "tol", optional=True)
         check_bool(self, "early_exit")
         check_choice(self, "ad", AD_MODES)
@@ -132,11 +141,6 @@ class Solver:
             check_choice(self, "adjoint", METHODS)
             rule = from_settings(self.ad, self.adjoint)
         object.__setattr__(self, "gradients", rule)
-
-    def iteration_cap(self, model) -> int:
-        """The static iteration cap for `model`: `iterations` (a solver whose default depends
-        on the scene resolves None here)."""
-        return self.iterations
 
     @property
     def loops_exit_early(self) -> bool:
@@ -202,7 +206,7 @@ class Solver:
 
         def body(state, operands):
             args, tol = operands
-            carry, used, done, bad, level = state
+            carry, used, done, bad, level, best, since = state
             new, r, ok, noise, floor = self.iteration(problem, carry, args, tol)
             finite = jnp.all(jnp.isfinite(r))
             # the rounding level at the iterate, not only at the start (contact forces that
@@ -211,6 +215,13 @@ class Solver:
                                jax.lax.stop_gradient(FLOOR_MARGIN * floor))
             stop = done | ~finite | jnp.all(jnp.abs(r) <= here)
             bad = bad | (~stop & ~ok) | (~done & ~finite)
+            # progress: the best residual, relative to its level, halves within `patience`
+            ratio = jnp.max(jnp.abs(r) / here, initial=0.0)
+            gained = ratio <= PROGRESS * best
+            best = jnp.where(done | ~gained, best, ratio)
+            since = jnp.where(done, since, jnp.where(gained, 0, since + 1))
+            if self.patience is not None:
+                stop = stop | ((since >= self.patience) & (best <= STALL_BAND))
             stop = stop | bad
             level = jnp.where(done, level, here)
             used = used + jnp.where(stop, 0, 1)
@@ -225,34 +236,38 @@ class Solver:
                 arrived = ~stop & met
                 stop = stop | arrived
                 level = jnp.where(arrived, here_new, level)
-            return carry, used, stop, bad, level
+            return carry, used, stop, bad, level, best, since
 
         # a scene already converged where the method starts needs no iteration (with
         # `early_exit` it costs none)
         start, g_start, noise_start = self.start(problem, points, grads, noises, args, tol)
         done0, level0 = self.converged(problem, g_start, noise_start, args, tol)
-        init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0)
+        init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0,
+                jnp.full((), jnp.inf, g_start.dtype), jnp.zeros((), jnp.int32))
         if self.loops_exit_early:
-            final = loop.until_done(body, init, (args, tol), self.iteration_cap(args[0]), lambda s: s[2])
+            final = loop.until_done(body, init, (args, tol), self.iterations, lambda s: s[2])
         else:
-            final = loop.iterate(lambda s: body(s, (args, tol)), init, self.iteration_cap(args[0]), False,
+            final = loop.iterate(lambda s: body(s, (args, tol)), init, self.iterations, False,
                                  lambda s: s[2])
-        carry, used, _, bad, level = final
+        carry, used, _, bad, level, best, since = final
         u = carry[0]
         g, noise = self.measured(problem, carry, args)
         # the level at the last iterate looked at (the answer, if it stopped early)
         tol = self.level(noise, level)
-        return u, report(problem.mass(args).solve(g), u, tol, used, bad)
+        stalled = ((since >= self.patience) & (best <= STALL_BAND)
+                   if self.patience is not None else False)
+        return u, report(problem.mass(args).solve(g), u, tol, used, bad, stalled)
 
 
-def report(r, u, tol, used, bad=False):
+def report(r, u, tol, used, bad=False, stalled=False):
     """The stats every solver returns from the residual r = M⁻¹ g at the answer u: residual
     (max |r|), iterations, converged, result (a `Result` code), tolerance (the largest per-DOF
     tolerance of the step)."""
     finite = ~jnp.asarray(bad) & jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(u))
     converged = finite & jnp.all(jnp.abs(r) <= tol)
     result = jnp.where(converged, Result.SUCCESS,
-                       jnp.where(finite, Result.MAX_ITERATIONS, Result.NONFINITE))
+                       jnp.where(finite, jnp.where(stalled, Result.STALLED,
+                                                   Result.MAX_ITERATIONS), Result.NONFINITE))
     return {"residual": residual_norm(r), "iterations": jnp.asarray(used, jnp.int32),
             "converged": converged, "result": result.astype(jnp.int32),
             "tolerance": jnp.max(tol, initial=0.0)}
