@@ -1,12 +1,14 @@
 """Is the step itself stable for a capsule spinning about its own axis on the ground?
 
-The convergence grid's worst float32 cells (`benchmarks/convergence.py`) are capsules lying
+The convergence grid's worst float32 cells (`benchmarks/convergence.py`) were capsules lying
 on their side that slide and spin up under friction at dt = 1e-2 (design note 41). In float64
-the same rollouts converge, but their transverse angular velocity (ω_x, ω_z, zero in exact
-arithmetic) grows about 4.6x per step once the spin passes ~15 rad/s, until the capsule rolls.
-In float32, rounding seeds that growth at 1e-7 rather than 1e-14 and the solver meets
-tumbling states it cannot solve. This experiment isolates the growth from friction and
-from the solver's tolerance.
+the same rollouts converged, but their transverse angular velocity (ω_x, ω_z, zero in exact
+arithmetic) grew about 4.6x per step once the spin passed ~15 rad/s, until the capsule rolled.
+In float32, rounding seeded that growth at 1e-7 rather than 1e-14 and the solver met
+tumbling states it could not solve. The cause was the contact damper, which read n̄·v_rel
+with the lever at the end of the step; it now reads the gap's rate over the step, and this
+experiment measures what is left. It isolates the growth from friction and from the
+solver's tolerance.
 
 Setup: a capsule (radius 3 cm, half length 5 cm, 1 kg, its axis along y), lying on a
 frictionless plane (contact stiffness 1e5 N/m), spinning about its axis
