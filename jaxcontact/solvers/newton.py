@@ -130,8 +130,8 @@ class Newton(base.Solver):
     Attributes:
       iterations: static iteration cap (default 50). With `early_exit` the iterations a
         step does not need cost nothing; light bodies at large time steps need up to 30-50
-        at impacts and tipping (`benchmarks/convergence.py`: 99.55 % of the grid's float32
-        steps converge at 50, 98.85 % at 12; design note 42).
+        at impacts and tipping (`benchmarks/convergence.py`: 99.52 % of the grid's float32
+        steps converge with the defaults, 98.85 % at a cap of 12; design note 42).
       patience: a scene's solve stops, `Result.STALLED`, after this many iterations (default
         12) that do not halve its residual once it is within `base.STALL_BAND` tolerances:
         float32 solves held at their rounding there (box_drop's resting boxes) would
