@@ -168,6 +168,13 @@ class Solver:
         tol = self.tol if self.tol is not None else default_tol(noise.dtype)
         return jnp.maximum(tol, jax.lax.stop_gradient(ROUNDING_ULPS * noise))
 
+    def stalled(self, best, since):
+        """Whether a solve has stalled on its rounding (`patience`): its best residual, in
+        tolerances, is within `STALL_BAND` and has not halved for `patience` iterations."""
+        if self.patience is None:
+            return jnp.zeros((), bool)
+        return (since >= self.patience) & (best <= STALL_BAND)
+
     # --- what a method supplies -----------------------------------------------------------
 
     def candidates(self, problem, u0, args):
@@ -220,8 +227,7 @@ class Solver:
             gained = ratio <= PROGRESS * best
             best = jnp.where(done | ~gained, best, ratio)
             since = jnp.where(done, since, jnp.where(gained, 0, since + 1))
-            if self.patience is not None:
-                stop = stop | ((since >= self.patience) & (best <= STALL_BAND))
+            stop = stop | self.stalled(best, since)
             stop = stop | bad
             level = jnp.where(done, level, here)
             used = used + jnp.where(stop, 0, 1)
@@ -254,9 +260,8 @@ class Solver:
         g, noise = self.measured(problem, carry, args)
         # the level at the last iterate looked at (the answer, if it stopped early)
         tol = self.level(noise, level)
-        stalled = ((since >= self.patience) & (best <= STALL_BAND)
-                   if self.patience is not None else False)
-        return u, report(problem.mass(args).solve(g), u, tol, used, bad, stalled)
+        return u, report(problem.mass(args).solve(g), u, tol, used, bad,
+                         self.stalled(best, since))
 
 
 def report(r, u, tol, used, bad=False, stalled=False):
