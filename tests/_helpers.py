@@ -88,8 +88,20 @@ def rollout_loss(model, state, controls, weights):
     return value, info
 
 
-value_and_info = jax.jit(rollout_loss)
-grad = jax.jit(jax.grad(lambda *a: rollout_loss(*a)[0], argnums=(0, 1, 2)))
+# the loss, its infos and its gradient, one program: finite differences evaluate the loss with
+# it too, so that a module compiles the rollout once (a value-only program took a third of
+# test_gradients.py's time to compile; it runs the same forward solves)
+_value_and_grad = jax.jit(jax.value_and_grad(rollout_loss, argnums=(0, 1, 2), has_aux=True))
+
+
+def value_and_info(model, state, controls, weights):
+    """The loss and the rollout's per-step infos."""
+    return _value_and_grad(model, state, controls, weights)[0]
+
+
+def grad(model, state, controls, weights):
+    """The loss's reverse-mode gradient w.r.t. (model, state, controls)."""
+    return _value_and_grad(model, state, controls, weights)[1]
 
 
 @jax.jit

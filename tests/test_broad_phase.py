@@ -130,7 +130,7 @@ def _dead_slot_outputs(batched):
         scene.add_sphere(0.05, 1.0, (0.099 * k if k < 4 else 0.3 * k, 0.0, 0.05))
     model, state = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode="sweep"))
     control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
-    ctx = terms.prepare(model, state, control)
+    ctx = jax.jit(terms.prepare)(model, state, control)   # eagerly: 440 small programs
     chunked = [el.live for el in ctx.elements
                if el.live is not None and el.live.shape[0] >= 2 * terms._CHUNK]
     rng = np.random.default_rng(0)

@@ -673,8 +673,11 @@ def n_rows(model) -> int:
                if isinstance(t, ContactTerm))
 
 
+@jax.jit
 def contact_rows(model, state, control=None) -> ContactRows:
-    """The contact rows of the step that starts at `state`, evaluated at that configuration."""
+    """The contact rows of the step that starts at `state`, evaluated at that configuration.
+
+    Jitted: evaluated op by op, the narrow phase of a small scene dispatched some 250 programs."""
     from jaxcontact.types import Control
 
     control = Control.zeros(model.n_body, model.n_motor, state.pos.dtype) \
