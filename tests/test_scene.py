@@ -189,6 +189,9 @@ def test_build_rejects_empty_scene(with_plane):
     (dict(line_search=2.0), "line_search"), (dict(line_search=None), "line_search"),
     (dict(ad="reverse"), "ad"), (dict(ad=None), "ad"), (dict(ad="VJP"), "ad"),
     (dict(iterations=True), "iterations"),
+    (dict(residual_iterations=-1), "residual_iterations"),
+    (dict(residual_iterations=1.5), "residual_iterations"),
+    (dict(residual_iterations=None), "residual_iterations"),
 ])
 def test_newton_rejects(kwargs, name):
     _raises_naming(name, jc.Newton, **kwargs)
@@ -200,6 +203,31 @@ def test_iteration_cap_is_a_number():
     assert jc.Newton().iterations == 50
     for solver in (jc.Newton, jc.Descent, jc.Dual):
         _raises_naming("iterations", solver, iterations=None)
+
+
+def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
+    """The loop's cap: Newton's `iterations` plus `residual_iterations` (default 150) in
+    rigid scenes whose directions are dense and whose loops exit early (design note 43),
+    else `iterations`."""
+    scene = jc.Scene()
+    scene.add_sphere(0.05, 1.0, (0.0, 0.0, 0.1))
+    rigid, _ = scene.build()
+    verts, tris = jc.meshes.grid((0.2, 0.2), (3, 3))
+    scene.add_cloth(verts, tris, density=1.0, stretch_stiffness=10.0, bend_stiffness=1.0)
+    meshes, _ = scene.build()
+    step_args = (rigid, None)      # a step's problem arguments: (model, context)
+    assert jc.Newton().cap(step_args, 6) == 200
+    assert jc.Newton(iterations=20).cap(step_args, 6) == 170
+    for solver in (jc.Newton(linear="bicgstab"), jc.Newton(early_exit=False),
+                   jc.Newton(ad="unrolled"), jc.Newton(residual_iterations=0)):
+        assert not solver.has_residual_phase(rigid, 6), solver
+        assert solver.cap(step_args, 6) == 50, solver
+    assert not jc.Newton().has_residual_phase(meshes, 33)
+    assert jc.Newton().cap((meshes, None), 33) == 50
+    big = 6 * 17   # 17 bodies: "auto" solves directions by BiCGSTAB
+    assert jc.Newton().method(big) == "bicgstab" and jc.Newton().cap(step_args, big) == 50
+    assert jc.Descent().cap(step_args, 6) == 50
+    assert jc.Dual(iterations=70).cap(step_args, 6) == 70
 
 
 def test_newton_accepts_valid_settings():

@@ -198,6 +198,17 @@ class Solver:
         the residual's sensitivity to the rounding of u itself)."""
         raise NotImplementedError
 
+    def cap(self, args, n: int) -> int:
+        """The static cap of the loop for n unknowns of the problem with arguments `args`
+        (a step's: (model, context)). Default: `iterations`."""
+        return self.iterations
+
+    def escalate(self, args, carry, used, since):
+        """The carry before an iteration, given the iterations `used` so far and `since`
+        the residual last halved: where a method changes course once it stalls. Default:
+        unchanged."""
+        return carry
+
     def measured(self, problem, carry, args):
         """(g, rounding noise of M⁻¹ g) at the carry's iterate: evaluated here, unless the
         method carries them (Newton)."""
@@ -214,6 +225,7 @@ class Solver:
         def body(state, operands):
             args, tol = operands
             carry, used, done, bad, level, best, since = state
+            carry = self.escalate(args, carry, used, since)
             new, r, ok, noise, floor = self.iteration(problem, carry, args, tol)
             finite = jnp.all(jnp.isfinite(r))
             # the rounding level at the iterate, not only at the start (contact forces that
@@ -250,10 +262,11 @@ class Solver:
         done0, level0 = self.converged(problem, g_start, noise_start, args, tol)
         init = (start, jnp.zeros((), jnp.int32), done0, jnp.zeros((), bool), level0,
                 jnp.full((), jnp.inf, g_start.dtype), jnp.zeros((), jnp.int32))
+        cap = self.cap(args, points.shape[1])
         if self.loops_exit_early:
-            final = loop.until_done(body, init, (args, tol), self.iterations, lambda s: s[2])
+            final = loop.until_done(body, init, (args, tol), cap, lambda s: s[2])
         else:
-            final = loop.iterate(lambda s: body(s, (args, tol)), init, self.iterations, False,
+            final = loop.iterate(lambda s: body(s, (args, tol)), init, cap, False,
                                  lambda s: s[2])
         carry, used, _, bad, level, best, since = final
         u = carry[0]
