@@ -52,17 +52,18 @@ therefore alternates two phases, per scene:
   rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
   lag-phase step so taken refreshes the lag.
 
-- Residual phase (rigid scenes, dense directions; design note 43): a step that neither phase brings to
-  its root, its residual not halving for `_RESIDUAL_AFTER` iterations or `iterations` spent,
-  hands over to Levenberg-Marquardt on the residual's size ½ gᵀ M⁻¹ g(u; ū = u) for up to
-  `residual_iterations` more: directions (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g with the exact
-  Jacobian J, a step taken where it lowers that size, λ shrunk after it and raised
-  otherwise. Unlike Φ(·; ū), the size is one fixed function, so the phase cannot cycle, and
-  near a regular root it is Newton's method; where a tipping box's friction makes the
-  residual a long curved valley it follows the valley to the root that the other phases
-  circle (a root exists there: least squares from many starts finds it), if slowly. Where no
-  root exists (a light box striking an edge at μ = 1.5 is the Painlevé paradox of the
-  penalty step) it ends at the smallest residual it finds, reported unconverged.
+- Residual phase (rigid scenes, dense directions; design note 43): a step that neither
+  phase brings to its root, its residual not halving for `_RESIDUAL_AFTER` iterations or
+  `iterations` spent, hands over to Levenberg-Marquardt on the residual's size
+  ½ gᵀ M⁻¹ g(u; ū = u) for up to `residual_iterations` more: directions
+  (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g with the exact Jacobian J, a step taken where it
+  lowers that size, λ shrunk after it and raised otherwise. Unlike Φ(·; ū), the size is
+  one fixed function, so the phase cannot cycle, and near a regular root it is Newton's
+  method; where a tipping box's friction makes the residual a long curved valley it follows
+  the valley to the root that the other phases circle (a root exists there: least squares
+  from many starts finds it), if slowly. Where no root exists (a light box striking an edge
+  at μ = 1.5 is the Painlevé paradox of the penalty step) it ends at the smallest residual
+  it finds, reported unconverged.
 
 The solver knows nothing of physics: it sees the functions of a
 `jaxcontact.problem.Problem` and their arguments."""
@@ -91,13 +92,13 @@ _REWEIGHT_BELOW = 2.0 ** -8  # after a step this short (or none), the next lag s
 _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
 _MODEL_ITERATIONS = 5  # most Newton steps on the row model per dense lag direction
 _MODEL_LENGTHS = 16  # step lengths 1, 1/4, ..., 4^-15 tried on the row model
-_MODEL_BELOW = 0.25
-# the residual phase (dense directions): it starts once the residual has not halved for this
-# many iterations, or once `iterations` are spent; Levenberg-Marquardt's damping starts at
-# `_DAMPING_START` (in units of the mass), shrinks 10x after a step that lowers the residual
-# and grows 10x after one that does not (design note 43)
+_MODEL_BELOW = 0.25  # after a lag step this short, the next dense lag direction is the model's
+# the residual phase (rigid scenes, dense directions): it starts once the residual has not
+# halved for this many iterations, or once `iterations` are spent; Levenberg-Marquardt's
+# damping starts at `_DAMPING_START` (in units of the mass), shrinks 10x after a step that
+# lowers the residual's size and grows 10x after one that does not (design note 43)
 _RESIDUAL_AFTER = 30
-_DAMPING_START, _DAMPING_MIN, _DAMPING_MAX = 1e-3, 1e-12, 1e30  # after a lag step this short, the next dense lag direction is the model's
+_DAMPING_START, _DAMPING_MIN, _DAMPING_MAX = 1e-3, 1e-12, 1e30
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
 KRYLOV_RIGID = 40    # the default cap of Krylov iterations per direction (`Newton`)
 KRYLOV_MESHES = 400  # ... in scenes with solids or cloth
@@ -190,10 +191,11 @@ class Newton(base.Solver):
         stiffness couples many particles (a ball on a 16 x 16 cloth needs about 200).
       preconditioner: of the Krylov solves. "auto" (default): "multilevel" in scenes with a
         cloth of at least `aggregation.MIN_PARTICLES` (1,000) particles, else
-        "block_jacobi" (where it was measured to pay: design note 31). "block_jacobi": each block's diagonal block inverted. "multilevel":
-        a V-cycle over aggregates of the mesh particles and their rigid motions
-        (`solvers.multilevel`; scenes with solids or cloth only): two more products with the
-        Jacobian per application, far fewer Krylov iterations on large meshes.
+        "block_jacobi" (where it was measured to pay: design note 31). "block_jacobi": each
+        block's diagonal block inverted. "multilevel": a V-cycle over aggregates of the mesh
+        particles and their rigid motions (`solvers.multilevel`; scenes with solids or cloth
+        only): two more products with the Jacobian per application, far fewer Krylov
+        iterations on large meshes.
       tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
     """
 
@@ -338,7 +340,7 @@ class Newton(base.Solver):
         return g, jnp.where(model, d, -mass.solve(g) / scale), floor, need, None
 
     def iteration(self, problem, carry, args, tol):
-        """One iteration of the Newton or the lag phase (module docstring).
+        """One iteration of the Newton, the lag or the residual phase (module docstring).
 
         Both phases evaluate the same program (a scene's phase is data, so a vmapped batch
         runs in lock step): one linearization and one direction; then the full step's merit
