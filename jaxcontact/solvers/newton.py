@@ -52,9 +52,8 @@ therefore alternates two phases, per scene:
   rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
   lag-phase step so taken refreshes the lag.
 
-- Residual phase (rigid scenes, dense directions; design note 43): a step that neither
-  phase brings to its root, its residual not halving for `_RESIDUAL_AFTER` iterations or
-  `iterations` spent, hands over to Levenberg-Marquardt on the residual's size
+- Residual phase (rigid scenes, dense directions; design note 43): a step that the two
+  phases have not brought to its root in `iterations` hands over to Levenberg-Marquardt on the residual's size
   ½ gᵀ M⁻¹ g(u; ū = u) for up to `residual_iterations` more: directions
   (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g with the exact Jacobian J, a step taken where it
   lowers that size, λ shrunk after it and raised otherwise. Unlike Φ(·; ū), the size is
@@ -93,11 +92,9 @@ _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fractio
 _MODEL_ITERATIONS = 5  # most Newton steps on the row model per dense lag direction
 _MODEL_LENGTHS = 16  # step lengths 1, 1/4, ..., 4^-15 tried on the row model
 _MODEL_BELOW = 0.25  # after a lag step this short, the next dense lag direction is the model's
-# the residual phase (rigid scenes, dense directions): it starts once the residual has not
-# halved for this many iterations, or once `iterations` are spent; Levenberg-Marquardt's
-# damping starts at `_DAMPING_START` (in units of the mass), shrinks 10x after a step that
-# lowers the residual's size and grows 10x after one that does not (design note 43)
-_RESIDUAL_AFTER = 30
+# the residual phase (rigid scenes, dense directions): Levenberg-Marquardt's damping starts
+# at `_DAMPING_START` (in units of the mass), shrinks 10x after a step that lowers the
+# residual's size and grows 10x after one that does not (design note 43)
 _DAMPING_START, _DAMPING_MIN, _DAMPING_MAX = 1e-3, 1e-12, 1e30
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
 KRYLOV_RIGID = 40    # the default cap of Krylov iterations per direction (`Newton`)
@@ -160,8 +157,8 @@ class Newton(base.Solver):
       iterations: static cap of the Newton and lag phases (default 50). With `early_exit`
         the iterations a step does not need cost nothing; light bodies at large time steps
         need up to 30-50 at impacts and tipping, and a few tipping steps need the residual
-        phase beyond (`residual_iterations`). `benchmarks/convergence.py`: 99.93 % of the
-        grid's float64 steps and 99.67 % of its float32 steps converge with the defaults
+        phase beyond (`residual_iterations`). `benchmarks/convergence.py`: 99.94 % of the
+        grid's float64 steps and 99.66 % of its float32 steps converge with the defaults
         (design note 43).
       patience: a scene's solve stops, `Result.STALLED`, after this many iterations (default
         12) that do not halve its residual once it is within `base.STALL_BAND` tolerances:
@@ -170,10 +167,10 @@ class Newton(base.Solver):
       residual_iterations: iterations of the residual phase (module docstring) allowed
         beyond `iterations` (default 150; 0: none): the loop's cap is their sum (`cap`).
         Rigid scenes with dense directions and loops that exit early only; elsewhere the
-        cap is `iterations`. It starts once the residual has not halved for 30 iterations, or
-        `iterations` are spent. The tipping steps it converges took 60-160 iterations; a step
-        without a root runs the whole cap. On the convergence grid it took float64 from
-        99.88 % to 99.93 %, float32 from 99.64 % to 99.67 % (design note 43).
+        cap is `iterations`. It starts once `iterations` are spent. The tipping steps it
+        converges took 60-160 iterations in all; a step without a root runs the whole cap.
+        On the convergence grid it took float64 from 99.88 % to 99.94 %, float32 from
+        99.64 % to 99.66 % (design note 43).
       line_search: number of step lengths tried per iteration (1 = always the full step).
       linear: how each direction is solved. "auto" (default): "dense" up to
         `linear.DENSE_MAX` unknowns (16 bodies), "bicgstab" above, so default settings scale
@@ -243,8 +240,10 @@ class Newton(base.Solver):
     def escalate(self, args, carry, used, since):
         if not self.has_residual_phase(args[0], carry[0].shape[0]):
             return carry
-        stuck = (since >= _RESIDUAL_AFTER) | (used >= self.iterations)
-        return (*carry[:7], jnp.maximum(carry[7], stuck.astype(carry[7].dtype)), carry[8])
+        # once `iterations` are spent: a step the other phases converge within them is
+        # untouched (entering on a stall took float32 steps from lag phases that converged)
+        spent = (used >= self.iterations).astype(carry[7].dtype)
+        return (*carry[:7], jnp.maximum(carry[7], spent), carry[8])
 
     def steps(self, dtype):
         """The step lengths tried: 2^-e with e = k + ⌊k²/8⌋, k < line_search (1, 1/2, 1/4,
