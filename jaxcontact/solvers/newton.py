@@ -52,7 +52,7 @@ therefore alternates two phases, per scene:
   rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
   lag-phase step so taken refreshes the lag.
 
-- Residual phase (rigid scenes, dense directions; design note 43): a step that the two
+- Residual phase (rigid float64 scenes, dense directions; design note 43): a step that the two
   phases have not brought to its root in `iterations` hands over to Levenberg-Marquardt on the residual's size
   ½ gᵀ M⁻¹ g(u; ū = u) for up to `residual_iterations` more: directions
   (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g with the exact Jacobian J, a step taken where it
@@ -158,7 +158,7 @@ class Newton(base.Solver):
         the iterations a step does not need cost nothing; light bodies at large time steps
         need up to 30-50 at impacts and tipping, and a few tipping steps need the residual
         phase beyond (`residual_iterations`). `benchmarks/convergence.py`: 99.94 % of the
-        grid's float64 steps and 99.66 % of its float32 steps converge with the defaults
+        grid's float64 steps and 99.64 % of its float32 steps converge with the defaults
         (design note 43).
       patience: a scene's solve stops, `Result.STALLED`, after this many iterations (default
         12) that do not halve its residual once it is within `base.STALL_BAND` tolerances:
@@ -166,11 +166,10 @@ class Newton(base.Solver):
         otherwise run to the cap. None: only the cap ends a solve.
       residual_iterations: iterations of the residual phase (module docstring) allowed
         beyond `iterations` (default 150; 0: none): the loop's cap is their sum (`cap`).
-        Rigid scenes with dense directions and loops that exit early only; elsewhere the
-        cap is `iterations`. It starts once `iterations` are spent. The tipping steps it
+        Rigid float64 scenes with dense directions and loops that exit early only;
+        elsewhere the cap is `iterations`. It starts once `iterations` are spent. The tipping steps it
         converges took 60-160 iterations in all; a step without a root runs the whole cap.
-        On the convergence grid it took float64 from 99.88 % to 99.94 %, float32 from
-        99.64 % to 99.66 % (design note 43).
+        On the convergence grid it took float64 from 99.88 % to 99.94 % (design note 43).
       line_search: number of step lengths tried per iteration (1 = always the full step).
       linear: how each direction is solved. "auto" (default): "dense" up to
         `linear.DENSE_MAX` unknowns (16 bodies), "bicgstab" above, so default settings scale
@@ -227,11 +226,13 @@ class Newton(base.Solver):
         return "dense" if linear.dense(n, "auto") else "bicgstab"
 
     def has_residual_phase(self, model, n: int) -> bool:
-        """Whether solves of `model`'s n unknowns may enter the residual phase: rigid scenes
-        (no solids or cloth) with dense directions and loops that exit early (masked scans
-        would pay its cap at every step; design note 43)."""
+        """Whether solves of `model`'s n unknowns may enter the residual phase: rigid float64
+        scenes (no solids or cloth) with dense directions and loops that exit early (masked
+        scans would pay its cap at every step; in float32 the normal equations, which square
+        J's condition number, lose the direction; design note 43)."""
         return (self.residual_iterations > 0 and self.method(n) == "dense"
-                and self.loops_exit_early and not model.has_meshes)
+                and self.loops_exit_early and not model.has_meshes
+                and jnp.dtype(model.dt.dtype) == jnp.float64)
 
     def cap(self, args, n: int) -> int:
         extra = self.residual_iterations if self.has_residual_phase(args[0], n) else 0
@@ -355,7 +356,8 @@ class Newton(base.Solver):
         g_lag, direction, (floor_u, loose), need, jac = self._direction(
             problem, u, jnp.where(residual > 0, u, lag), jnp.maximum(newton, residual), tau,
             reweight, args, tol)
-        if jac is not None and self.has_residual_phase(args[0], u.shape[0]):
+        phase = jac is not None and self.has_residual_phase(args[0], u.shape[0])
+        if phase:
             direction = loop.where_needed(residual > 0, _levenberg_marquardt, direction,
                                           (jac, mass, r, damping),
                                           branch=self.loops_exit_early)
@@ -393,7 +395,9 @@ class Newton(base.Solver):
         # the residual as in the Newton phase, and taken, it refreshes the lag (Newton
         # next); judged by Φ's staircase in float32, lag phases crept at 20-30 tolerances
         # until the cap (design note 35)
-        settled = (full & ((newton > 0) | near)) | (residual > 0)
+        settled = full & ((newton > 0) | near)
+        if phase:
+            settled = settled | (residual > 0)
         taken = (full_point, full_point, jnp.ones_like(newton), g_full, noise_full, tau,
                  jnp.zeros_like(newton))
 
@@ -406,6 +410,8 @@ class Newton(base.Solver):
              merit_ok & (r_full < size), staircase), branch=self.loops_exit_early)
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & ok)
+        if not phase:
+            return (*new, residual, damping), r, ok, noise, floor
         # residual phase: the full step where it lowers ½ gᵀ M⁻¹ g, the damping shrunk; else
         # stay, the damping raised
         lower = base.finite(g_full) & (jnp.dot(g_full, mass.solve(g_full)) < jnp.dot(g, r))
