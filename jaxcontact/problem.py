@@ -43,6 +43,9 @@ class BlockDiagonal:
     in the order of the flat vector."""
 
     blocks: tuple
+    # the blocks' inverses, where they are known in closed form (the mass: `terms.mass_blocks`);
+    # None: `solve` and `inverse` eliminate
+    inverses: Any = None
 
     @property
     def sizes(self):
@@ -58,12 +61,17 @@ class BlockDiagonal:
                                 for b, p in zip(self.blocks, parts)])
 
     def solve(self, v):
-        """D⁻¹ v (block by block, small dense elimination)."""
+        """D⁻¹ v: a product with the known inverses, else block by block small dense
+        elimination."""
+        if self.inverses is not None:
+            return BlockDiagonal(self.inverses).apply(v)
         parts = _split(v, self.sizes)
         return jnp.concatenate([jax.vmap(linalg.solve)(b, p).reshape(-1)
                                 for b, p in zip(self.blocks, parts)])
 
     def inverse(self) -> "BlockDiagonal":
+        if self.inverses is not None:
+            return BlockDiagonal(self.inverses, self.blocks)
         return BlockDiagonal(tuple(jax.vmap(linalg.inverse)(b) for b in self.blocks))
 
     def diagonal(self):
