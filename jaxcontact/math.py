@@ -11,6 +11,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def safe_norm(x, axis=-1, keepdims=False):
@@ -56,6 +57,14 @@ def rotate_about(axis, angle, v):
     return c * v + s * jnp.cross(axis, v) + (1.0 - c) * along * axis
 
 
+def _horner(coefficients, t):
+    """Σ_n coefficients[n] tⁿ (at least two coefficients), by Horner's rule."""
+    total = coefficients[-1] * t + coefficients[-2]
+    for a in coefficients[-3::-1]:
+        total = total * t + a
+    return total
+
+
 def _half_angle_terms(theta_sq):
     """cos(θ/2) and sin(θ/2)/θ as smooth functions of θ², exact to float64 rounding.
 
@@ -65,8 +74,8 @@ def _half_angle_terms(theta_sq):
     t2 = jnp.where(small, 1.0, theta_sq)
     theta = jnp.sqrt(t2)
     c_big, s_big = jnp.cos(0.5 * theta), jnp.sin(0.5 * theta) / theta
-    c_small = 1.0 - theta_sq / 8.0 + theta_sq ** 2 / 384.0 - theta_sq ** 3 / 46080.0
-    s_small = 0.5 - theta_sq / 48.0 + theta_sq ** 2 / 3840.0 - theta_sq ** 3 / 645120.0
+    c_small = _horner((1.0, -1.0 / 8.0, 1.0 / 384.0, -1.0 / 46080.0), theta_sq)
+    s_small = _horner((0.5, -1.0 / 48.0, 1.0 / 3840.0, -1.0 / 645120.0), theta_sq)
     return jnp.where(small, c_small, c_big), jnp.where(small, s_small, s_big)
 
 
@@ -74,13 +83,6 @@ def _half_angle_terms(theta_sq):
 # first term left out is under 1e-21 of the derivatives `_half_angle_slopes` forms from it
 _SINC_SERIES = tuple((-1) ** n / (2 ** (2 * n + 1) * math.factorial(2 * n + 1))
                      for n in range(9))
-
-
-def _horner(coefficients, t):
-    total = jnp.zeros_like(t) + coefficients[-1]
-    for a in coefficients[-2::-1]:
-        total = total * t + a
-    return total
 
 
 def _half_angle_slopes(theta_sq, c, s):
@@ -145,16 +147,24 @@ def quat_exp(phi):
     return jnp.concatenate([c[..., None], s[..., None] * phi], axis=-1)
 
 
+# the Hamilton product's 16 terms a_j b_k, in rows i of four: a_j is a repeated (j = 0..3 in
+# every row) and b_k is b permuted per row (k = j, pairs swapped, halves swapped, reversed);
+# the signs of the terms
+_QUAT_SIGN = np.array([1, -1, -1, -1, 1, 1, 1, -1, 1, -1, 1, 1, 1, 1, -1, 1], np.float64)
+
+
 def quat_mul(a, b):
-    """Hamilton product a ⊗ b."""
-    aw, ax, ay, az = jnp.moveaxis(a, -1, 0)
-    bw, bx, by, bz = jnp.moveaxis(b, -1, 0)
-    return jnp.stack([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ], axis=-1)
+    """Hamilton product a ⊗ b, as the 16 signed products a_j b_k summed in rows of four:
+    slices, reversals and one product, so that its derivatives (and their transposes) stay a
+    handful of operations in the step's program."""
+    a, b = jnp.broadcast_arrays(a, b)
+    lead = b.shape[:-1]
+    pairs = b.reshape(lead + (2, 2))[..., ::-1].reshape(lead + (4,))
+    halves = jnp.concatenate([b[..., 2:], b[..., :2]], axis=-1)
+    permuted = jnp.concatenate([b, pairs, halves, b[..., ::-1]], axis=-1)
+    sign = _QUAT_SIGN.astype(a.dtype).reshape((1,) * len(lead) + (16,))
+    terms = jnp.concatenate([a, a, a, a], axis=-1) * permuted * sign
+    return jnp.sum(terms.reshape(lead + (4, 4)), axis=-1)
 
 
 def quat_rotate(q, v):
@@ -171,14 +181,27 @@ def quat_rotate_inverse(q, v):
     return v + w * t + jnp.cross(u, t)
 
 
+# R(q) = I + Σ_kl q_k q_l _ROTATION[k, l]: the rotation matrix's entries (row-major) as
+# quadratic forms of q = (w, x, y, z), e.g. R₀₀ = 1 - 2 (y² + z²), R₀₁ = 2 (x y - w z)
+_ROTATION = np.zeros((4, 4, 9))
+for _entry, _terms in enumerate((
+        ((-2, 2, 2), (-2, 3, 3)), ((2, 1, 2), (-2, 0, 3)), ((2, 1, 3), (2, 0, 2)),
+        ((2, 1, 2), (2, 0, 3)), ((-2, 1, 1), (-2, 3, 3)), ((2, 2, 3), (-2, 0, 1)),
+        ((2, 1, 3), (-2, 0, 2)), ((2, 2, 3), (2, 0, 1)), ((-2, 1, 1), (-2, 2, 2)))):
+    for _coefficient, _k, _l in _terms:
+        _ROTATION[_k, _l, _entry] += _coefficient
+
+
 def quat_to_mat(q):
-    """3x3 rotation matrix of unit quaternion q."""
-    w, x, y, z = jnp.moveaxis(q, -1, 0)
-    return jnp.stack([
-        jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], axis=-2)
+    """3x3 rotation matrix of unit quaternion q: I + Σ_kl q_k q_l C_kl (`_ROTATION`), the
+    products formed at once, so that its derivatives stay a handful of operations in the
+    step's program."""
+    lead = (1,) * (q.ndim - 1)
+    outer = (q[..., :, None] * q[..., None, :])[..., None]
+    entries = jnp.sum(outer * _ROTATION.astype(q.dtype).reshape(lead + (4, 4, 9)),
+                      axis=(-3, -2))
+    return jnp.eye(3, dtype=q.dtype).reshape(lead + (3, 3)) + entries.reshape(
+        q.shape[:-1] + (3, 3))
 
 
 def quat_integrate(q, omega, dt):
