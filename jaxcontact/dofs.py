@@ -96,9 +96,20 @@ def dof_index(bodies, particles, layout: Layout):
     return jnp.concatenate([rigid.reshape(e, -1), point.reshape(e, -1)], axis=1)
 
 
+def take(a, index):
+    """a[index] along a's first axis, for an int `index` (any shape) within [0, len(a)): one
+    gather (`a[index]` also adds the wrapping of negative indices to the program, in every
+    derivative of the step)."""
+    k = index.ndim
+    dims = jax.lax.GatherDimensionNumbers(offset_dims=tuple(range(k, k + a.ndim - 1)),
+                                          collapsed_slice_dims=(0,), start_index_map=(0,))
+    return jax.lax.gather(a, index[..., None], dims, (1,) + a.shape[1:],
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
 def gather(u, index):
     """u at `index` (any shape), 0 at the dropped slot n."""
-    return jnp.concatenate([u, jnp.zeros((1,), u.dtype)])[index]
+    return take(jnp.concatenate([u, jnp.zeros((1,), u.dtype)]), index)
 
 
 def scatter(values, index, n):
@@ -208,19 +219,22 @@ def local(start: Start, x, dt, travel=None, at: Turn | None = None) -> Local:
     configuration moves by `travel` (default x) over the step, so that the two parts can be
     told apart (`terms.configuration_floor`). Orientations come from the bodies' expansion
     `at` where given (`Turn`), else from the exponential map itself."""
-    kb = start.pos.shape[0]
-    rigid = x[:BODY_DOF * kb].reshape(kb, BODY_DOF)
-    particle_vel = x[BODY_DOF * kb:].reshape(-1, 3)
-    moved, particle_moved = rigid, particle_vel
-    if travel is not None:
+    kb, kp = start.pos.shape[0], start.particle_pos.shape[0]
+    travel = x if travel is None else travel
+    if kb:
+        rigid = x[:BODY_DOF * kb].reshape(kb, BODY_DOF)
         moved = travel[:BODY_DOF * kb].reshape(kb, BODY_DOF)
-        particle_moved = travel[BODY_DOF * kb:].reshape(-1, 3)
-    quat = (quat_integrate(start.quat, moved[:, 3:], dt) if at is None
-            else _turned(at, moved[:, 3:]))
-    return Local(pos=start.pos + dt * moved[:, :3],
-                 quat=quat,
-                 vel=rigid[:, :3], ang_vel=rigid[:, 3:],
-                 particle_pos=start.particle_pos + dt * particle_moved,
+        quat = (quat_integrate(start.quat, moved[:, 3:], dt) if at is None
+                else _turned(at, moved[:, 3:]))
+        pos, vel, ang_vel = start.pos + dt * moved[:, :3], rigid[:, :3], rigid[:, 3:]
+    else:   # (no operation on empty blocks: they would be in every derivative of the step)
+        pos, quat, vel, ang_vel = start.pos, start.quat, start.pos, start.pos
+    if kp:
+        particle_vel = x[BODY_DOF * kb:].reshape(kp, PARTICLE_DOF)
+        particle_pos = start.particle_pos + dt * travel[BODY_DOF * kb:].reshape(kp, PARTICLE_DOF)
+    else:
+        particle_vel = particle_pos = start.particle_pos
+    return Local(pos=pos, quat=quat, vel=vel, ang_vel=ang_vel, particle_pos=particle_pos,
                  particle_vel=particle_vel)
 
 

@@ -32,7 +32,9 @@ def _split(v, sizes):
     """Flat v -> per-group (count, size) pieces."""
     out, start = [], 0
     for count, size in sizes:
-        out.append(v[start:start + count * size].reshape(count, size))
+        # (an empty group, e.g. no particles, adds no operation to the program)
+        out.append(v[start:start + count * size].reshape(count, size) if count
+                   else jnp.zeros((0, size), v.dtype))
         start += count * size
     return out
 
@@ -57,8 +59,8 @@ class BlockDiagonal:
 
     def apply(self, v):
         parts = _split(v, self.sizes)
-        return jnp.concatenate([jnp.einsum("nij,nj->ni", b, p).reshape(-1)
-                                for b, p in zip(self.blocks, parts)])
+        return jnp.concatenate([jnp.einsum("nij,nj->ni", b, p).reshape(-1) if b.shape[0]
+                                else p.reshape(-1) for b, p in zip(self.blocks, parts)])
 
     def solve(self, v):
         """D⁻¹ v: a product with the known inverses, else block by block small dense

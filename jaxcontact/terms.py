@@ -514,8 +514,12 @@ def turns(u, args, order=2) -> dofs.Turn | None:
 
 
 def _turn_of(turn: dofs.Turn, el: Elements) -> dofs.Turn:
-    """The expansions of an element's bodies, (E, kb, ...) (-1 picks the world's)."""
-    return jax.tree.map(lambda a: a[el.bodies], turn)
+    """The expansions of an element's bodies, (E, kb, ...) (-1 picks the world's, last)."""
+    if turn is None:
+        return None
+    world = turn.at.shape[0] - 1
+    bodies = jnp.where(el.bodies < 0, world, el.bodies)
+    return jax.tree.map(lambda a: dofs.take(a, bodies), turn)
 
 
 def kinetic(u, ctx: Context):
