@@ -79,6 +79,7 @@ def _evaluate(u, v, w, args):
     g_lagged, lagged = terms.linearize(u, args, "lagged")
     gn = terms.gauss_newton(u, args)
     h_uu, h_ulag = jax.jacfwd(g_lag, argnums=(0, 1))(u, u)
+    row_model = terms.row_model(u, u + 0.1 * w, args)
     step = 1e-6
     out = {
         "g": terms.gradient(u, args), "g_ref": g_lag(u, u + 0.0),
@@ -90,10 +91,9 @@ def _evaluate(u, v, w, args):
         "merit_at": jnp.stack([merit(u + a * v, u + 0.1 * w, args) for a in (0.0, *ALPHAS)]),
         "u_free": args[1].u_free, "mass": args[1].mass.dense(),
         "gaps": terms.contact_gaps(u, args), "jacfwd": h_uu + h_ulag, "hessian": h_uu,
-        "model_gradient": terms.row_model(u, u + 0.1 * w, args).gradient_at(jnp.zeros_like(u)),
+        "model_gradient": row_model.gradient_at(jnp.zeros_like(u)),
         "g_held": g_lag(u, u + 0.1 * w),
-        "model_hessian": terms.row_model(u, u + 0.1 * w, args).dense().hessian(
-            jnp.zeros_like(u)),
+        "model_hessian": row_model.dense().hessian(jnp.zeros_like(u)),
     }
     for name, matrix in (("exact", jac), ("lagged", lagged), ("gn", gn)):
         out[name] = matrix.dense()
