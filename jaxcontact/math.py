@@ -147,24 +147,16 @@ def quat_exp(phi):
     return jnp.concatenate([c[..., None], s[..., None] * phi], axis=-1)
 
 
-# the Hamilton product's 16 terms a_j b_k, in rows i of four: a_j is a repeated (j = 0..3 in
-# every row) and b_k is b permuted per row (k = j, pairs swapped, halves swapped, reversed);
-# the signs of the terms
-_QUAT_SIGN = np.array([1, -1, -1, -1, 1, 1, 1, -1, 1, -1, 1, 1, 1, 1, -1, 1], np.float64)
-
-
 def quat_mul(a, b):
-    """Hamilton product a ⊗ b, as the 16 signed products a_j b_k summed in rows of four:
-    slices, reversals and one product, so that its derivatives (and their transposes) stay a
-    handful of operations in the step's program."""
-    a, b = jnp.broadcast_arrays(a, b)
-    lead = b.shape[:-1]
-    pairs = b.reshape(lead + (2, 2))[..., ::-1].reshape(lead + (4,))
-    halves = jnp.concatenate([b[..., 2:], b[..., :2]], axis=-1)
-    permuted = jnp.concatenate([b, pairs, halves, b[..., ::-1]], axis=-1)
-    sign = _QUAT_SIGN.astype(a.dtype).reshape((1,) * len(lead) + (16,))
-    terms = jnp.concatenate([a, a, a, a], axis=-1) * permuted * sign
-    return jnp.sum(terms.reshape(lead + (4, 4)), axis=-1)
+    """Hamilton product a ⊗ b."""
+    aw, ax, ay, az = jnp.moveaxis(a, -1, 0)
+    bw, bx, by, bz = jnp.moveaxis(b, -1, 0)
+    return jnp.stack([
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ], axis=-1)
 
 
 def quat_rotate(q, v):
@@ -181,15 +173,21 @@ def quat_rotate_inverse(q, v):
     return v + w * t + jnp.cross(u, t)
 
 
-# R(q) = I + Σ_kl q_k q_l _ROTATION[k, l]: the rotation matrix's entries (row-major) as
-# quadratic forms of q = (w, x, y, z), e.g. R₀₀ = 1 - 2 (y² + z²), R₀₁ = 2 (x y - w z)
-_ROTATION = np.zeros((4, 4, 9))
-for _entry, _terms in enumerate((
-        ((-2, 2, 2), (-2, 3, 3)), ((2, 1, 2), (-2, 0, 3)), ((2, 1, 3), (2, 0, 2)),
-        ((2, 1, 2), (2, 0, 3)), ((-2, 1, 1), (-2, 3, 3)), ((2, 2, 3), (-2, 0, 1)),
-        ((2, 1, 3), (-2, 0, 2)), ((2, 2, 3), (2, 0, 1)), ((-2, 1, 1), (-2, 2, 2)))):
-    for _coefficient, _k, _l in _terms:
-        _ROTATION[_k, _l, _entry] += _coefficient
+def _rotation_table():
+    """C (4, 4, 9) with R(q) = I + Σ_kl q_k q_l C_kl: the rotation matrix's entries
+    (row-major) as quadratic forms of q = (w, x, y, z), e.g. R₀₀ = 1 - 2 (y² + z²),
+    R₀₁ = 2 (x y - w z); each entry's two terms as (coefficient, k, l)."""
+    entries = (((-2, 2, 2), (-2, 3, 3)), ((2, 1, 2), (-2, 0, 3)), ((2, 1, 3), (2, 0, 2)),
+               ((2, 1, 2), (2, 0, 3)), ((-2, 1, 1), (-2, 3, 3)), ((2, 2, 3), (-2, 0, 1)),
+               ((2, 1, 3), (-2, 0, 2)), ((2, 2, 3), (2, 0, 1)), ((-2, 1, 1), (-2, 2, 2)))
+    table = np.zeros((4, 4, 9))
+    for entry, terms in enumerate(entries):
+        for coefficient, k, m in terms:
+            table[k, m, entry] += coefficient
+    return table
+
+
+_ROTATION = _rotation_table()
 
 
 def quat_to_mat(q):

@@ -42,11 +42,11 @@ def _split(v, sizes):
 @struct.dataclass
 class BlockDiagonal:
     """A block-diagonal matrix: `blocks[g]` (count_g, s_g, s_g) for each group of blocks,
-    in the order of the flat vector."""
+    in the order of the flat vector; `inverses`: the blocks' inverses where they are known in
+    closed form (the mass: `terms.mass_blocks`), read by `solve` and `inverse`; None: those
+    eliminate."""
 
     blocks: tuple
-    # the blocks' inverses, where they are known in closed form (the mass: `terms.mass_blocks`);
-    # None: `solve` and `inverse` eliminate
     inverses: Any = None
 
     @property
