@@ -351,9 +351,11 @@ def test_float32_thrown_boxes_converge_every_step_with_more_iterations():
                            f"{np.asarray(info.residual)[bad].tolist()}")
 
 
-@pytest.mark.slow  # 8 boxes: the compile alone takes about a minute
-@pytest.mark.xfail(strict=True, reason="colliding boxes stall Newton's lag phase until the row "
-                   "model comes in (design note 37): 94.8 % of these steps converge")
+# 8 boxes: the compile alone takes about a minute. It was an expected failure (94.8 % of these
+# steps converged, design note 37) until the smaller programs of design note 44: 97.6 % at
+# 58b0aa1. The figure moves with float32 rounding (a variant of note 44 with another `quat_mul`
+# failed it), so it is a check of a level, not of a margin
+@pytest.mark.slow
 def test_float32_boxes_thrown_together_converge():
     # the boxes8 benchmark scene (`benchmarks/throughput.py --scene boxes8`): 8 boxes in a
     # 2 x 4 grid, 1 cm between faces, thrown with v, ω ~ N(0, 1) per axis, so neighbours
