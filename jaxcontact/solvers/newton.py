@@ -157,9 +157,9 @@ class Newton(base.Solver):
       iterations: static cap of the Newton and lag phases (default 50). With `early_exit`
         the iterations a step does not need cost nothing; light bodies at large time steps
         need up to 30-50 at impacts and tipping, and a few tipping steps need the residual
-        phase beyond (`residual_iterations`). `benchmarks/convergence.py`: 99.94 % of the
+        phase beyond (`residual_iterations`). `benchmarks/convergence.py`: 99.93 % of the
         grid's float64 steps and 99.64 % of its float32 steps converge with the defaults
-        (design note 43).
+        (design notes 43, 44).
       patience: a scene's solve stops, `Result.STALLED`, after this many iterations (default
         12) that do not halve its residual once it is within `base.STALL_BAND` tolerances:
         float32 solves held at their rounding there (box_drop's resting boxes) would
