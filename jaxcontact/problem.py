@@ -71,6 +71,14 @@ class BlockDiagonal:
         return jnp.concatenate([jax.vmap(linalg.solve)(b, p).reshape(-1)
                                 for b, p in zip(self.blocks, parts)])
 
+    def divided(self, counts) -> "BlockDiagonal":
+        """D with each block divided by its count (`counts[g]` (count_g,)), and its known
+        inverses multiplied by it."""
+        return BlockDiagonal(
+            tuple(b / c[:, None, None] for b, c in zip(self.blocks, counts)),
+            None if self.inverses is None else tuple(
+                i * c[:, None, None] for i, c in zip(self.inverses, counts)))
+
     def inverse(self) -> "BlockDiagonal":
         if self.inverses is not None:
             return BlockDiagonal(self.inverses, self.blocks)

@@ -203,10 +203,9 @@ class Solver:
         (a step's: (model, context)). Default: `iterations`."""
         return self.iterations
 
-    def escalate(self, args, carry, used, since):
-        """The carry before an iteration, given the iterations `used` so far and `since`
-        the residual last halved: where a method changes course once it stalls. Default:
-        unchanged."""
+    def escalate(self, args, carry, used):
+        """The carry before an iteration, given the iterations `used` so far: where a method
+        changes course once they are spent. Default: unchanged."""
         return carry
 
     def measured(self, problem, carry, args):
@@ -225,7 +224,7 @@ class Solver:
         def body(state, operands):
             args, tol = operands
             carry, used, done, bad, level, best, since = state
-            carry = self.escalate(args, carry, used, since)
+            carry = self.escalate(args, carry, used)
             new, r, ok, noise, floor = self.iteration(problem, carry, args, tol)
             finite = jnp.all(jnp.isfinite(r))
             # the rounding level at the iterate, not only at the start (contact forces that

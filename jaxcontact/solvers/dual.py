@@ -146,10 +146,7 @@ class Dual(base.Solver):
         rows = problem.rows(u, args)
         if self.mass_splitting:
             counts = split_counts(rows, lam, mass)
-            split = BlockDiagonal(
-                tuple(b / c[:, None, None] for b, c in zip(mass.blocks, counts)),
-                None if mass.inverses is None else tuple(
-                    i * c[:, None, None] for i, c in zip(mass.inverses, counts)))
+            split = mass.divided(counts)
         else:
             split = mass
         inverse = split.inverse().blocks

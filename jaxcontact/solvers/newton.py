@@ -52,9 +52,9 @@ therefore alternates two phases, per scene:
   rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
   lag-phase step so taken refreshes the lag.
 
-- Residual phase (rigid float64 scenes, dense directions; design note 43): a step that the two
-  phases have not brought to its root in `iterations` hands over to Levenberg-Marquardt on the residual's size
-  ½ gᵀ M⁻¹ g(u; ū = u) for up to `residual_iterations` more: directions
+- Residual phase (rigid float64 scenes, dense directions; design note 43): a step that the
+  two phases have not brought to its root in `iterations` hands over to Levenberg-Marquardt
+  on the residual's size ½ gᵀ M⁻¹ g(u; ū = u) for up to `residual_iterations` more: directions
   (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g with the exact Jacobian J, a step taken where it
   lowers that size, λ shrunk after it and raised otherwise. Unlike Φ(·; ū), the size is
   one fixed function, so the phase cannot cycle, and near a regular root it is Newton's
@@ -167,8 +167,9 @@ class Newton(base.Solver):
       residual_iterations: iterations of the residual phase (module docstring) allowed
         beyond `iterations` (default 150; 0: none): the loop's cap is their sum (`cap`).
         Rigid float64 scenes with dense directions and loops that exit early only;
-        elsewhere the cap is `iterations`. It starts once `iterations` are spent. The tipping steps it
-        converges took 60-160 iterations in all; a step without a root runs the whole cap.
+        elsewhere the cap is `iterations`. It starts once `iterations` are spent. The tipping
+        steps it converges took 60-160 iterations in all; a step without a root runs the
+        whole cap.
         On the convergence grid it took float64 from 99.88 % to 99.94 % (design note 43).
       line_search: number of step lengths tried per iteration (1 = always the full step).
       linear: how each direction is solved. "auto" (default): "dense" up to
@@ -238,7 +239,7 @@ class Newton(base.Solver):
         extra = self.residual_iterations if self.has_residual_phase(args[0], n) else 0
         return self.iterations + extra
 
-    def escalate(self, args, carry, used, since):
+    def escalate(self, args, carry, used):
         if not self.has_residual_phase(args[0], carry[0].shape[0]):
             return carry
         # once `iterations` are spent: a step the other phases converge within them is
