@@ -66,7 +66,25 @@ def jax_provenance():
     """provenance() with jax's version and backend (imports jax)."""
     import jax
 
-    return provenance(jax=jax.__version__, backend=jax.default_backend())
+    return provenance(jax=jax.__version__, backend=jax.default_backend(),
+                      compiler_options=compiler_options())
+
+
+def compiler_options():
+    """The XLA options `jc.jit` compiles jaxcontact's programs with here (None where the
+    library predates `jc.jit`: a worktree of an older commit)."""
+    import jaxcontact
+
+    compiling = getattr(jaxcontact, "compiling", None)
+    return compiling.compiler_options() if compiling else None
+
+
+def jit(fun, **kwargs):
+    """`jc.jit` (the library's XLA settings), or `jax.jit` for commits that predate it."""
+    import jax
+    import jaxcontact
+
+    return getattr(jaxcontact, "jit", jax.jit)(fun, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------

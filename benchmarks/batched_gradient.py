@@ -50,8 +50,8 @@ def measure(batch, steps):
     def loss(velocities):
         return jnp.mean(final_heights(velocities))
 
-    forward, forward_compile = timed_compile(jax.jit(final_heights), velocities)
-    grad, grad_compile = timed_compile(jax.jit(jax.value_and_grad(loss)), velocities)
+    forward, forward_compile = timed_compile(jc.jit(final_heights), velocities)
+    grad, grad_compile = timed_compile(jc.jit(jax.value_and_grad(loss)), velocities)
     best, rounds = best_of_interleaved({"forward": forward, "grad": grad}, velocities)
     value, gradient = grad(velocities)
     finite = all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(gradient))

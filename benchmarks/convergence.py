@@ -129,7 +129,7 @@ def run_case(shape, dtype_name, steps, newton):
                            particle_pos=jnp.zeros((len(grid), 0, 3), dtype),
                            particle_vel=jnp.zeros((len(grid), 0, 3), dtype))
 
-    @jax.jit
+    @jc.jit
     def run(models, states):
         def one(m, s):
             final, _, info = jc.rollout(m, s, steps=steps, return_info=True)

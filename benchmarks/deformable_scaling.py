@@ -93,8 +93,8 @@ def measure(kind, size, build, steps, preconditioner="auto"):
         final, _ = jc.rollout(with_param(m, x), s, steps=steps)
         return jnp.mean(final.particle_pos[:, 2])
 
-    run, compile_forward = timed_compile(jax.jit(forward), model, state)
-    grad, compile_gradient = timed_compile(jax.jit(jax.grad(loss)), x0, model, state)
+    run, compile_forward = timed_compile(jc.jit(forward), model, state)
+    grad, compile_gradient = timed_compile(jc.jit(jax.grad(loss)), x0, model, state)
     _, info = run(model, state)
     g = float(grad(x0, model, state))
     best, rounds = best_of_interleaved(

@@ -151,7 +151,7 @@ def representative_state(name, warmup):
     model, state = scene.build(solver=ref_solver, dtype=jnp.float64)
     warmup_residual = None
     if warmup:
-        state, _, info = jax.jit(lambda m, s: jc.rollout(m, s, steps=warmup,
+        state, _, info = jc.jit(lambda m, s: jc.rollout(m, s, steps=warmup,
                                                          return_info=True))(model, state)
         warmup_residual = float(jnp.max(info.residual))
         log(f"  warm-up: max residual {warmup_residual:.2e} (dense Newton, tol "
@@ -177,7 +177,7 @@ def compiled_step(model, state, scene):
     key = (jax.tree.structure((model, state)),
            tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves((model, state))))
     if key not in _COMPILED:
-        _COMPILED[key] = (*timed_compile(jax.jit(jc.step), model, state), scene)
+        _COMPILED[key] = (*timed_compile(jc.jit(jc.step), model, state), scene)
     return _COMPILED[key]
 
 
@@ -250,7 +250,7 @@ def sweep_solver(scene, name, model, state, ref_vel, args):
 def run_scene(name, args):
     log(f"[{name}] warm-up {args.warmup} steps")
     params, model, state, warmup_residual = representative_state(name, args.warmup)
-    ref_compiled, _ = timed_compile(jax.jit(jc.step), model, state)
+    ref_compiled, _ = timed_compile(jc.jit(jc.step), model, state)
     ref_state, ref_info = ref_compiled(model, state)
     ref = {"solver": dataclasses.asdict(model.solver), "residual": float(ref_info.residual),
            "iterations": int(ref_info.iterations), "converged": bool(ref_info.converged),

@@ -38,7 +38,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import log, provenance, write_results  # noqa: E402
+from _common import compiler_options, jit, log, provenance, write_results  # noqa: E402
 
 CASES = ("box_drop_b1", "box_drop_b1024", "s1_chain_10", "s1_chain_40", "ball_chain_10",
          "ball_chain_40", "ball_chain_10_1s", "ball_chain_40_1s", "pile_100", "pile_400")
@@ -118,7 +118,7 @@ def worker(case):
             raise SystemExit(f"unknown case {case!r}")
         run, arg, steps, sanity = _scene_case(jc, jax, jnp, scene, steps)
     start = time.perf_counter()
-    compiled = jax.jit(run).lower(arg).compile()
+    compiled = jit(run).lower(arg).compile()
     compile_s = time.perf_counter() - start
     runs = []
     out = None
@@ -131,7 +131,8 @@ def worker(case):
     row = {"case": case, "batch": batch, "steps": steps, "compile_s": compile_s,
            "ms_per_step": 1e3 * min(runs) / steps,
            "scene_steps_per_s": batch * steps / min(runs), "runs_s": runs,
-           "converged": float(jnp.mean(out[1])), **sanity(out)}
+           "converged": float(jnp.mean(out[1])), "compiler_options": compiler_options(),
+           **sanity(out)}
     print("ROW " + json.dumps(row), flush=True)
 
 

@@ -54,7 +54,8 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import DEFAULT_HARNESS, log, provenance, run_subprocess, write_results  # noqa: E402
+from _common import (DEFAULT_HARNESS, compiler_options, jit, log, provenance,  # noqa: E402
+                     run_subprocess, write_results)
 
 DTYPES = ("float32", "float64")
 SOLVERS = ("newton", "newton_bicgstab", "descent", "dual")
@@ -126,7 +127,7 @@ def batched_rollout(model, steps):
 
     import jaxcontact as jc
 
-    return jax.jit(jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True)))
+    return jit(jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True)))
 
 
 def run_worker(args):
@@ -175,6 +176,7 @@ def run_worker(args):
         row = {
             "batch": batch,
             "compile_s": compile_s,
+            "compiler_options": compiler_options(),
             "first_call_s": compile_s + runs[0],
             "runs_s": runs,
             "best_s": best,

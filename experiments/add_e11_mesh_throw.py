@@ -115,7 +115,7 @@ def main():
         verts = final.pos[0] + jax.vmap(lambda v: quat_rotate(final.quat[0], v))(local)
         return verts, traj.pos[:, 0], traj.quat[:, 0], infos
 
-    run = jax.jit(throw)
+    run = jc.jit(throw)
     t = time.perf_counter()
     target, ref_pos, ref_quat, ref_info = run(jnp.asarray(REFERENCE))
     t_compile = time.perf_counter() - t

@@ -155,14 +155,14 @@ def main():
                                                                                targets)
         return jnp.mean(losses), aux
 
-    @jax.jit
+    @jc.jit
     def update(params, opt_state, model, state, targets):
         (value, aux), grads = jax.value_and_grad(batch_loss, has_aux=True)(params, model, state,
                                                                           targets)
         changes, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, changes), opt_state, value, aux
 
-    @jax.jit
+    @jc.jit
     def test(params, model, state):
         return batch_loss(params, model, state, test_targets)[1]
 

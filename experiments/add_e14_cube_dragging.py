@@ -138,7 +138,7 @@ def main():
         return errors(pos, quat, grips, goal), (pos, quat, infos)
 
     # one compiled forward program serves every plain simulation below
-    run = jax.jit(residual_with)
+    run = jc.jit(residual_with)
     t = time.perf_counter()
     rest_grips = jnp.tile(jnp.asarray(grip0), (STEPS, 1))
     rest = run(model, rest_grips, jnp.zeros((STEPS, len(FEATURES), 3)))[1]

@@ -148,7 +148,7 @@ def main():
         t = time.perf_counter()
         if law not in programs:
             model, state = build(law)
-            programs[law] = (model, state, jax.jit(
+            programs[law] = (model, state, jc.jit(
                 lambda m, s: jc.rollout(m, s, steps=steps, return_info=True)))
         model, state, run = programs[law]
         contact = model.contact.replace(**{k: jnp.asarray(v, model.contact.friction_eps.dtype)

@@ -94,13 +94,13 @@ def main():
         final, traj = jc.rollout(model, s, steps=STEPS)
         return final.pos[0], traj.pos[:, 0, 2]
 
-    target = jax.jit(throw)(model_ref, jnp.asarray(REFERENCE))[0]
+    target = jc.jit(throw)(model_ref, jnp.asarray(REFERENCE))[0]
 
     def loss(v, model):
         return jnp.sum((throw(model, v)[0] - target) ** 2)
 
-    value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(loss), in_axes=(0, None)))
-    path_of = jax.jit(lambda v, model: throw(model, v)[1])
+    value_and_grad = jc.jit(jax.vmap(jax.value_and_grad(loss), in_axes=(0, None)))
+    path_of = jc.jit(lambda v, model: throw(model, v)[1])
     for k in STIFFNESSES:
         model = build(k)[0][0]
         t = time.perf_counter()

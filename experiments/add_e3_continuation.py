@@ -77,7 +77,7 @@ def main():
         final, traj = jc.rollout(m, s, steps=STEPS)
         return final, traj
 
-    run = jax.jit(throw)
+    run = jc.jit(throw)
     target = pose_points(run(jnp.asarray(REFERENCE), FINAL)[0])
 
     def loss(x, k):
@@ -88,7 +88,7 @@ def main():
     budget = 10 if args.quick else BUDGET
     starts = np.asarray(REFERENCE) + np.c_[rng.uniform(-0.6, 0.6, (n_starts, 3)),
                                            rng.uniform(-4.0, 4.0, (n_starts, 3))]
-    loss_final = jax.jit(loss)
+    loss_final = jc.jit(loss)
     rows = []
     t0 = time.perf_counter()
     for i, x0 in enumerate(starts):

@@ -61,7 +61,7 @@ def main():
         final, traj, infos = jc.rollout(model, s, steps=STEPS, return_info=True)
         return final.pos[0], traj.pos[:, 0], infos
 
-    run = jax.jit(throw)
+    run = jc.jit(throw)
     target, ref_path, ref_info = run(jnp.asarray(REFERENCE))
 
     def loss(x):

@@ -100,7 +100,7 @@ def main():
         com = jnp.einsum("tvk,v->tk", traj.particle_pos, mass) / jnp.sum(mass)
         return com, jnp.min(traj.particle_pos[..., 2], axis=1), info
 
-    run = jax.jit(throw)
+    run = jc.jit(throw)
     ref_com, ref_low, ref_info = run(jnp.asarray(REFERENCE))
     target = ref_com[-1]
 
@@ -125,10 +125,10 @@ def main():
 
     # the implicit gradient at the start against central finite differences
     t = time.perf_counter()
-    value_grad = jax.jit(jax.value_and_grad(loss))
+    value_grad = jc.jit(jax.value_and_grad(loss))
     phi0, g = value_grad(x0)
     h = 1e-5
-    value = jax.jit(loss)
+    value = jc.jit(loss)
     fd = np.array([(float(value(x0.at[i].add(h))) - float(value(x0.at[i].add(-h)))) / (2 * h)
                    for i in range(6)])
     g = np.asarray(g)

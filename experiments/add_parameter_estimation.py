@@ -122,7 +122,7 @@ def main():
     draws = 3 if args.quick else 20
     model, state = build()
     controls = push_controls(model, STEPS, PUSH)
-    rollout = jax.jit(lambda m, s, c: jc.rollout(m, s, c)[1])
+    rollout = jc.jit(lambda m, s, c: jc.rollout(m, s, c)[1])
     traj = rollout(model, state, controls)
     clean = np.asarray(markers(traj))
     contact_step = first_contact(np.asarray(traj.pos[:, 0, 2]))

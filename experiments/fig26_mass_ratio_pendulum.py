@@ -105,7 +105,7 @@ def simulate(solver, cases, steps):
 
     key = (solver, steps)
     if key not in _ROLLOUTS:
-        _ROLLOUTS[key] = jax.jit(jax.vmap(one))
+        _ROLLOUTS[key] = jc.jit(jax.vmap(one))
     return tuple(np.asarray(x) for x in _ROLLOUTS[key](_stack(models), _stack(states)))
 
 

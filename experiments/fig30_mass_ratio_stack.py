@@ -54,7 +54,7 @@ SOLVERS = {
 
 # --- helpers shared with fig31_contact_stiffness_ratio.py ---------------------------------------
 
-@functools.partial(jax.jit, static_argnames="steps")
+@functools.partial(jc.jit, static_argnames="steps")
 def rollout(model, state, steps):
     """(final, traj, infos); one compiled program per solver and scene structure."""
     return jc.rollout(model, state, steps=steps, return_info=True)

@@ -80,7 +80,7 @@ def loss_fn(impulse, model, state, target, steps=STEPS):
     return jnp.sum((traj.pos[-1, 0] - target) ** 2)
 
 
-_simulate = jax.jit(simulate, static_argnums=3)
+_simulate = jc.jit(simulate, static_argnums=3)
 
 
 def count_impacts(active_contacts):
@@ -110,11 +110,11 @@ def optimize(model, state, target, impulse0, iterations, steps=STEPS, tol=1e-14)
     loss and gradient there and the function evaluations (value and gradient) it took.
     """
     # one jitted loss: its two uses below (first evaluation, line search) are traced once
-    f = jax.jit(lambda p: loss_fn(p, model, state, target, steps))
+    f = jc.jit(lambda p: loss_fn(p, model, state, target, steps))
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(f)
 
-    @jax.jit
+    @jc.jit
     def iterate(params, opt_state):
         value, grad = value_and_grad(params, state=opt_state)
         updates, opt_state = opt.update(grad, opt_state, params, value=value, grad=grad,

@@ -89,7 +89,7 @@ def make_loss(model, state, steps):
 
 def make_forward(model, state, steps):
     """Jitted forward rollout: (loss, per-step converged, residual, active contacts)."""
-    @jax.jit
+    @jc.jit
     def forward(v0):
         final, _, infos = jc.rollout(model, state.replace(vel=state.vel.at[0].set(v0)),
                                      steps=steps, return_info=True)
@@ -129,13 +129,13 @@ def run_dt(dt, iterations=None):
     log(f"  loss {float(loss):+.6f} m, converged {converged.mean():.4f}, "
         f"forward {forward_s:.1f} s (compile included)")
 
-    grad_fn = jax.jit(jax.grad(make_loss(model, state, steps)))
+    grad_fn = jc.jit(jax.grad(make_loss(model, state, steps)))
     g_rev, reverse_s = timed(grad_fn, v0)
     g_rev = np.asarray(g_rev)
     log(f"  reverse {g_rev} ({reverse_s:.1f} s)")
 
     model_f, state_f = cube_scene(dt, ad="jvp", iterations=iterations)
-    jac_fn = jax.jit(jax.jacfwd(make_loss(model_f, state_f, steps)))
+    jac_fn = jc.jit(jax.jacfwd(make_loss(model_f, state_f, steps)))
     g_fwd, forward_mode_s = timed(jac_fn, v0)
     g_fwd = np.asarray(g_fwd)
     log(f"  forward mode {g_fwd} ({forward_mode_s:.1f} s)")

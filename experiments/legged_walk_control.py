@@ -97,7 +97,7 @@ def make_task():
                              alive_bonus=ALIVE_BONUS)
 
 
-@partial(jax.jit, static_argnames=("rules", "observe", "act", "action_fn"))
+@partial(jc.jit, static_argnames=("rules", "observe", "act", "action_fn"))
 def _episodes(scene, params, keys, *, rules, observe, act, action_fn):
     """One deterministic episode per key from the task's reset; per episode: forward
     distance of the torso (body 0; m, up to a fall), fell, return, converged fraction, and

@@ -122,7 +122,7 @@ def run(n, steps, shape):
     for name, fn, args in (("forward", forward, (model, state)),
                            ("gradient", jax.value_and_grad(loss), (state.vel, model, state))):
         start = time.perf_counter()
-        compiled = jax.jit(fn).lower(*args).compile()
+        compiled = jc.jit(fn).lower(*args).compile()
         row[f"compile_{name}_s"] = time.perf_counter() - start
         row[f"memory_{name}"] = memory(compiled)
         best = float("inf")

@@ -67,7 +67,7 @@ def make_task():
     return control.pusher_task(solver=SOLVER, dtype=DTYPE)
 
 
-@functools.partial(jax.jit, static_argnames=("policy", "rules", "length"))
+@functools.partial(jc.jit, static_argnames=("policy", "rules", "length"))
 def _held_out(params, scene, keys, *, policy, rules, length):
     """Final distance of the box to the target (m) and the return, one per key."""
     def episode(key):

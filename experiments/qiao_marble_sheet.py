@@ -93,7 +93,7 @@ def main():
     t0 = time.perf_counter()
 
     # the marble resting in its dent: settle from the flat sheet, then zero the velocities
-    settled, _, info = jax.jit(lambda s: jc.rollout(model, s, steps=SETTLE_STEPS,
+    settled, _, info = jc.jit(lambda s: jc.rollout(model, s, steps=SETTLE_STEPS,
                                                     return_info=True))(flat)
     start = settled.replace(vel=jnp.zeros_like(settled.vel),
                             ang_vel=jnp.zeros_like(settled.ang_vel),
@@ -119,7 +119,7 @@ def main():
         miss = final.pos[0, :2] - target
         return jnp.sum(miss ** 2) + WEIGHT * tau * jnp.sum(f ** 2)
 
-    run = jax.jit(simulate)
+    run = jc.jit(simulate)
     f0 = jnp.zeros(2 * INTERVALS)
     t = time.perf_counter()
     jax.block_until_ready(run(f0))
@@ -129,7 +129,7 @@ def main():
         jax.block_until_ready(run(f0))
     t_rollout = (time.perf_counter() - t) / 3
     log(f"one rollout: {t_rollout * 1e3:.0f} ms after compiling ({t_compile:.0f} s)")
-    g = jax.jit(jax.value_and_grad(loss))
+    g = jc.jit(jax.value_and_grad(loss))
     target_probe = origin + jnp.array([0.2, 0.0])
     jax.block_until_ready(g(f0, target_probe))
     t = time.perf_counter()
@@ -145,7 +145,7 @@ def main():
         rng = np.random.default_rng(seed)
         radius, angle = rng.uniform(*RING), rng.uniform(0, 2 * np.pi)
         target = origin + jnp.array([radius * np.cos(angle), radius * np.sin(angle)])
-        start_loss = float(jax.jit(loss)(f0, target))
+        start_loss = float(jc.jit(loss)(f0, target))
         t = time.perf_counter()
         grad = jc.optim.lbfgs(loss, f0, args=(target,), max_iterations=lbfgs_cap, rtol=0.0,
                               gtol=1e-7)

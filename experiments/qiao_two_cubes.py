@@ -78,13 +78,13 @@ def main():
         return momentum(theta, forward) - target
 
     theta0 = jnp.zeros(1)
-    first = float(jax.jit(loss)(theta0))
-    log(f"start: p = {np.asarray(jax.jit(lambda t: momentum(t, model))(theta0)).round(6)}")
+    first = float(jc.jit(loss)(theta0))
+    log(f"start: p = {np.asarray(jc.jit(lambda t: momentum(t, model))(theta0)).round(6)}")
     rows = {}
 
     t = time.perf_counter()
     opt = optax.sgd(0.02)
-    step = jax.jit(lambda th, s: (lambda v, g: (*opt.update(g, s, th), v))(
+    step = jc.jit(lambda th, s: (lambda v, g: (*opt.update(g, s, th), v))(
         *jax.value_and_grad(loss)(th)))
     theta, opt_state, history = theta0, opt.init(theta0), []
     cap = 200 if args.quick else 2000
@@ -104,14 +104,14 @@ def main():
                                              max_simulations=300 if args.quick else 3000))):
         t = time.perf_counter()
         found = run()
-        value = float(jax.jit(loss)(found.x))
+        value = float(jc.jit(loss)(found.x))
         rows[name] = summary(found.history, found.x, found.iterations, found.simulations,
                              value <= TOL * first, time.perf_counter() - t, found.status)
     for name, row in rows.items():
         log(f"{name}: m1 = {row['m1']:.6f}, {row['iterations']} iterations, "
             f"{row['simulations']} simulations, loss ratio {row['ratio_vs_start']:.2e}, "
             f"{row['seconds']:.1f} s")
-    p_final = np.asarray(jax.jit(lambda t: momentum(t, model))(jnp.asarray(rows["lbfgs"]["theta"])))
+    p_final = np.asarray(jc.jit(lambda t: momentum(t, model))(jnp.asarray(rows["lbfgs"]["theta"])))
     result = {
         "setup": {"dt": DT, "steps": STEPS, "half": HALF, "gap": GAP, "speed": SPEED,
                   "stiffness": STIFFNESS, "restitution": RESTITUTION, "target": TARGET,

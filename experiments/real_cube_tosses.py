@@ -98,7 +98,7 @@ def predict_ours(model, tosses, ids):
     steps = int(max(tosses.lengths[ids])) - 1
     starts = [data.initial_state(model, tosses.toss(int(k)), 0) for k in ids]
     start = jax.tree.map(lambda *x: jnp.stack(x), *starts)
-    run = jax.jit(jax.vmap(lambda m, s: jc.rollout(m, s, steps=steps, return_info=True),
+    run = jc.jit(jax.vmap(lambda m, s: jc.rollout(m, s, steps=steps, return_info=True),
                            in_axes=(None, 0)))
     final, traj, info = run(model, start)
     pos = np.concatenate([np.asarray(start.pos[:, None, 0]), np.asarray(traj.pos[:, :, 0])], 1)

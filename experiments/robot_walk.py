@@ -45,7 +45,7 @@ def walk(duration):
     controls = jc.Control(force=jnp.zeros((steps, n, 3)), torque=jnp.zeros((steps, n, 3)),
                           motor=jnp.asarray(targets))
     start = time.perf_counter()
-    run = jax.jit(lambda m, s, c: jc.rollout(m, s, c, return_info=True))
+    run = jc.jit(lambda m, s, c: jc.rollout(m, s, c, return_info=True))
     final, traj, info = jax.block_until_ready(run(model, state, controls))
     wall = time.perf_counter() - start
     return scene, model, state, t, targets, traj, info, wall

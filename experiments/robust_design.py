@@ -89,11 +89,11 @@ def main():
     grid = np.linspace(*MU_RANGE, 2001)
     a = 1.0 / (2 * 0.5 * (grid[:, None] + grid[None, :]) * GRAVITY)
     v_mean = float(np.sqrt(TARGET * a.mean() / (a ** 2).mean()))
-    held = jax.jit(lambda v: batch_stops(v, jax.random.key(12345), held_out))
+    held = jc.jit(lambda v: batch_stops(v, jax.random.key(12345), held_out))
 
     designs = {}
     for name, objective in objectives.items():
-        step = jax.jit(jax.value_and_grad(objective))
+        step = jc.jit(jax.value_and_grad(objective))
         # 0.05 m/s steps at first, 100 times smaller at the end: the last iterates settle
         optimizer = optax.adam(optax.exponential_decay(0.05, iterations, 0.01))
         v = jnp.asarray(2.5)

@@ -64,7 +64,7 @@ def programs(model, state, steps):
     for name, fn, args in (("forward", forward, (model, state)),
                            ("gradient", grad, (model.spring.stiffness, model, state))):
         start = time.perf_counter()
-        compiled = jax.jit(fn).lower(*args).compile()
+        compiled = jc.jit(fn).lower(*args).compile()
         out[name] = (compiled, args, time.perf_counter() - start)
     return out
 

@@ -53,7 +53,7 @@ DT, STEPS = 1e-4, 450
 QUICK_DT, QUICK_STEPS = 2e-4, 225
 
 
-@functools.partial(jax.jit, static_argnames="steps")
+@functools.partial(jc.jit, static_argnames="steps")
 def rollout(model, state, steps):
     return jc.rollout(model, state, steps=steps, return_info=True)
 

@@ -126,7 +126,7 @@ def main():
     fmodel = jc.optim.forward_mode(model)
     log(f"{n_tets} tetrahedra, {model.n_particle} vertices, "
         f"{float(jnp.sum(model.particle_masses)):.3f} kg")
-    run = jax.jit(simulate)
+    run = jc.jit(simulate)
     truth = jnp.log(jnp.array([YOUNGS, VISCOSITY]))
     t = time.perf_counter()
     clean, clean_path, info = run(truth, model, state)

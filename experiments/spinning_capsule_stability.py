@@ -67,7 +67,7 @@ def growth_per_step(dt, spins, horizon, damping_ratio=1.0):
                       friction=0.0, stiffness=STIFFNESS, damping=damping)
     model, state = scene.build(dtype=jnp.float64)
 
-    @jax.jit
+    @jc.jit
     def run(spin):
         w = jnp.stack([PERTURBATION, spin, PERTURBATION])[None, :]
         _, traj, info = jc.rollout(model, state.replace(ang_vel=w), steps=steps,

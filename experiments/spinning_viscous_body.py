@@ -109,8 +109,8 @@ def main():
     start = initial_state(state)
     log(f"{model.solid.size} tetrahedra, {model.n_particle} vertices, mass "
         f"{float(jnp.sum(model.particle_masses)):.3f} kg")
-    run = jax.jit(lambda m, s: jc.rollout(m, s, steps=steps, return_info=True))
-    observe = jax.jit(jax.vmap(lambda m, p, v: (angular_momentum(m, p, v),
+    run = jc.jit(lambda m, s: jc.rollout(m, s, steps=steps, return_info=True))
+    observe = jc.jit(jax.vmap(lambda m, p, v: (angular_momentum(m, p, v),
                                                  jc.observe.strain_energy(
                                                      m, start.replace(particle_pos=p))),
                                in_axes=(None, 0, 0)))

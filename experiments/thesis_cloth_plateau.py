@@ -121,7 +121,7 @@ def run_case(case, name, solver, ks, steps):
         return (depth, membrane_strain(m, final), info.residual, info.converged, reach,
                 through)
 
-    simulate = jax.jit(simulate)
+    simulate = jc.jit(simulate)
     rows = []
     tail = int(round(AVERAGE / DT))
     for k in ks:

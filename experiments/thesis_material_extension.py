@@ -82,7 +82,7 @@ def rollers(quick):
     scene.add_energy(lambda local, p: 0.5 * HOLD * (local.particle_pos[0, 0] - p["x"]) ** 2,
                      particles=held[:, None], params={"x": rest_x})
     model, state = scene.build(solver=jc.Newton(iterations=30))
-    step = jax.jit(lambda m, s: jc.rollout(m, s, steps=1, return_info=True))
+    step = jc.jit(lambda m, s: jc.rollout(m, s, steps=1, return_info=True))
     rows = []
     for stretch in (STRETCHES[::2] if quick else STRETCHES):
         m = model.replace(energy=({"x": jnp.asarray(stretch * rest_x)},))
@@ -127,7 +127,7 @@ def clamped(quick):
             scene.attach(int(p), -1, anchor, stiffness=HOLD)
         model, state = scene.build(solver=jc.Newton(iterations=30))
         start = state.replace(particle_pos=state.particle_pos.at[:, 0].multiply(stretch))
-        final, _, info = jax.jit(lambda s: jc.rollout(model, s, steps=1,
+        final, _, info = jc.jit(lambda s: jc.rollout(model, s, steps=1,
                                                       return_info=True))(start)
         x = np.asarray(final.particle_pos)
         volumes = jc.meshes.tet_volumes(x, tets) / jc.meshes.tet_volumes(verts, tets)

@@ -199,7 +199,7 @@ def main():
                                     return_info=True)
         return traj, infos.converged
 
-    long_batch = jax.jit(jax.vmap(long_rollout))
+    long_batch = jc.jit(jax.vmap(long_rollout))
 
     # --- data: the true system from random collision-free starts ------------------------
     rng = np.random.default_rng(0)

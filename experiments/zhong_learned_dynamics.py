@@ -161,7 +161,7 @@ def main():
             lambda s: jc.rollout(m, s, steps=CHUNK * SUB, return_info=True))(starts)
         return final, traj.particle_pos, traj.particle_vel, info.converged
 
-    run = jax.jit(simulate)
+    run = jc.jit(simulate)
 
     def batch_states(pos, vel):
         tile = jax.tree.map(lambda x: jnp.broadcast_to(x, (pos.shape[0],) + x.shape), state0)
@@ -391,7 +391,7 @@ def measured_restitution(results):
         return jnp.max(traj.particle_vel[:, 0, 2]) / 3.0
 
     masses = [TASKS[task]["mass"][2] for task, _ in rows]
-    e = np.asarray(jax.jit(jax.vmap(bounce))(jnp.asarray(damping), jnp.asarray(masses)))
+    e = np.asarray(jc.jit(jax.vmap(bounce))(jnp.asarray(damping), jnp.asarray(masses)))
     out = {task: {} for task in TASKS}
     for (task, key), value in zip(rows, e):
         out[task][key] = max(float(value), 0.0)

@@ -128,7 +128,7 @@ def main():
         return jax.vmap(one)(chunks)
 
     t = time.perf_counter()
-    clean = jax.jit(observe)(theta_true)
+    clean = jc.jit(observe)(theta_true)
     observed = clean + NOISE * rng.standard_normal(clean.shape)
     found = jc.optim.gauss_newton(lambda th: observe(th) - observed, theta_guess,
                                   max_iterations=gn_iterations, damping=1.0)
@@ -145,7 +145,7 @@ def main():
                                     return_info=True)
         return traj.pos[:, 0], infos.converged
 
-    run = jax.jit(throw)
+    run = jc.jit(throw)
 
     def hit_velocity(x):
         return jnp.stack([x[0], jnp.zeros_like(x[0]), x[1]])

@@ -3,6 +3,7 @@ contact."""
 
 from jaxcontact import control, data, domain, io, learned, meshes, observe, optim, viz
 from jaxcontact.dofs import Local
+from jaxcontact.compiling import jit
 from jaxcontact.failure import SimulationError, SimulationWarning, check_rollout
 from jaxcontact.models import sdf
 from jaxcontact.models.broad_phase import BroadPhase
@@ -23,5 +24,5 @@ __all__ = [
     "Implicit", "Joint", "Local", "Model", "Motor", "Newton", "Particle", "Plane",
     "RESULT_MESSAGES", "Result", "Scene", "Shape", "SimulationError", "SimulationWarning", "Solid",
     "Spring", "State", "StepInfo", "Unrolled", "batch_mesh", "check_rollout",
-    "control", "damping_to_restitution", "data", "domain", "io", "learned", "meshes", "observe", "optim", "randomize", "rollout", "restitution_to_damping", "sdf", "shard_batch", "step", "viz",
+    "control", "damping_to_restitution", "data", "domain", "io", "jit", "learned", "meshes", "observe", "optim", "randomize", "rollout", "restitution_to_damping", "sdf", "shard_batch", "step", "viz",
 ]

@@ -392,11 +392,10 @@ def rollout_fn():
     """`jc.rollout` jitted with `steps` and `return_info` static (one per process, so that
     every `run` of a scene of the same structure reuses the compiled program)."""
     if not _ROLLOUT:
-        import jax
-
+        from jaxcontact.compiling import jit
         from jaxcontact.step import rollout
 
-        _ROLLOUT.append(jax.jit(rollout, static_argnames=("steps", "return_info")))
+        _ROLLOUT.append(jit(rollout, static_argnames=("steps", "return_info")))
     return _ROLLOUT[0]
 
 
@@ -625,12 +624,13 @@ def bench(batches, steps, repeats=3, seed=0):
     import jax
     import numpy as np
 
+    from jaxcontact.compiling import jit
     from jaxcontact.step import rollout
 
     rows = []
     for batch in batches:
         model, states = bench_scene(batch, seed)
-        fn = jax.jit(jax.vmap(lambda m, s: rollout(m, s, steps=steps, return_info=True),
+        fn = jit(jax.vmap(lambda m, s: rollout(m, s, steps=steps, return_info=True),
                               in_axes=(None, 0)))
         t0 = time.perf_counter()
         compiled = fn.lower(model, states).compile()

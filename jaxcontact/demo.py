@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxcontact.compiling import jit
 from jaxcontact.models.contact import damping_to_restitution, restitution_to_damping
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
@@ -124,7 +125,7 @@ def throw_batch(batch=1024, steps=150, seed=0):
     jax.block_until_ready((models, states))
     t_sample = time.perf_counter() - t0
 
-    run = jax.jit(jax.vmap(partial(_throw_rollout, steps=steps)))
+    run = jit(jax.vmap(partial(_throw_rollout, steps=steps)))
     t0 = time.perf_counter()
     compiled = run.lower(models, states).compile()
     t_compile = time.perf_counter() - t0
@@ -277,7 +278,7 @@ def optimize_bounce(target=1.0, launch=(0.3, 0.5), iterations=30, learning_rate=
     opt_state = opt.init(params)
     target = jnp.asarray(target, jnp.float64)
 
-    @jax.jit
+    @jit
     def update(params, opt_state):
         (loss, (x, found, vz)), grad = jax.value_and_grad(bounce_loss, has_aux=True)(
             params, model, state, target, steps)

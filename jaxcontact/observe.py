@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import dofs, terms
+from jaxcontact.compiling import jit
 from jaxcontact.models import cloth, solids
 from jaxcontact.models import contacts as colliders
 from jaxcontact.math import quat_rotate, quat_rotate_inverse, quat_to_mat
@@ -181,5 +181,5 @@ def contact_points(model: Model, state: State, *, margin=0.0) -> ContactPoints:
     return ContactPoints(*(x[keep] for x in table))
 
 
-_contact_table = jax.jit(lambda model, state, margin: contact_table(model, state, margin=margin),
+_contact_table = jit(lambda model, state, margin: contact_table(model, state, margin=margin),
                          static_argnums=2)

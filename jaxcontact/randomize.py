@@ -25,6 +25,7 @@ from functools import partial
 import jax
 
 from jaxcontact import domain
+from jaxcontact.compiling import jit
 from jaxcontact.types import Model, State
 
 _RANGES = ("mass", "friction", "stiffness", "damping", "pos", "vel", "ang_vel", "yaw")
@@ -96,7 +97,7 @@ def randomize(model: Model, state: State, key, batch: int, *, mass=None, frictio
 # One compiled program per scene structure, batch size and set of ranges: the randomizer's
 # distributions are traced, so new range values (or a new key) reuse it; sampling eagerly would
 # instead compile each random primitive on first use, which costs seconds.
-@partial(jax.jit, static_argnames=("batch",))
+@partial(jit, static_argnames=("batch",))
 def _sample(fn: domain.Randomizer, model: Model, state: State, key, batch: int):
     """`batch` scenes randomized by `fn`, one per key split from `key`."""
     return jax.vmap(fn, in_axes=(None, None, 0))(model, state, jax.random.split(key, batch))

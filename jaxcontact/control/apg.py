@@ -36,6 +36,7 @@ from jaxcontact.control import critic as critic_lib
 from jaxcontact.control import report
 from jaxcontact.control.critic import Critic
 from jaxcontact.control.task import Task
+from jaxcontact.compiling import jit
 from jaxcontact.math import tree_finite
 from jaxcontact.step import policy_control, step
 from jaxcontact.types import Result
@@ -155,7 +156,7 @@ def _loss(params, scene, carry, task, policy, window, stochastic, critic, critic
 
 # one compiled program per task's functions, policy and settings: a second run of the same
 # task (another key, other initial parameters) reuses it
-@partial(jax.jit, static_argnames=("task", "policy", "window", "stochastic", "optimizer",
+@partial(jit, static_argnames=("task", "policy", "window", "stochastic", "optimizer",
                                    "clip", "critic"))
 def _update(scene, params, opt_state, carry, critic_state, *, task, policy, window, stochastic,
             optimizer, clip, critic):
@@ -335,7 +336,7 @@ def evaluate(task: Task, policy, params, *, key, batch: int = 32, stochastic=Fal
     return float(value), float(converged)
 
 
-@partial(jax.jit, static_argnames=("task", "policy", "batch", "stochastic"))
+@partial(jit, static_argnames=("task", "policy", "batch", "stochastic"))
 def _evaluate(scene, params, key, *, task, policy, batch, stochastic):
     key, start = jax.random.split(key)
     models, states = _start(task, scene, jax.random.split(start, batch))

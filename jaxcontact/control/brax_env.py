@@ -51,6 +51,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("jaxcontact.control.brax_env needs Brax: pip install -e \".[rl]\"") \
         from error
 
+from jaxcontact.compiling import jit
 from jaxcontact.control.task import Task
 from jaxcontact.math import tree_finite
 from jaxcontact.step import step as physics_step
@@ -58,7 +59,7 @@ from jaxcontact.types import Control, Model, Result, State
 
 # jc.step traced once per process and shapes, however many programs step the environment
 # (Brax compiles training, evaluation and reset apart): the inner jit caches the trace
-_physics_step = jax.jit(physics_step)
+_physics_step = jit(physics_step)
 
 METRICS = ("reward", "residual", "iterations", "converged", "nonfinite")
 

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxcontact import dofs, terms
+from jaxcontact.compiling import jit
 from jaxcontact.math import quat_mul, quat_rotate, tangent_basis
 from jaxcontact.models import contact as laws
 from jaxcontact.models import geometry, sdf
@@ -673,7 +674,7 @@ def n_rows(model) -> int:
                if isinstance(t, ContactTerm))
 
 
-@jax.jit
+@jit
 def contact_rows(model, state, control=None) -> ContactRows:
     """The contact rows of the step that starts at `state`, evaluated at that configuration.
 

@@ -8,6 +8,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
+from jaxcontact.compiling import jit
 from jaxcontact.optim.compiled import layout, program
 from jaxcontact.optim.result import OptimResult
 
@@ -44,7 +45,7 @@ def cmaes(loss, x0, sigma0, *, args=(), max_simulations=10_000, rtol=1e-10, seed
     if not isinstance(args, tuple):
         raise ValueError(f"args must be a tuple of extra arguments of loss, got {args!r}")
     z0, unravel = ravel_pytree(x0)
-    batch = program(("cmaes", loss, layout(x0)), lambda: jax.jit(
+    batch = program(("cmaes", loss, layout(x0)), lambda: jit(
         jax.vmap(lambda z, a: loss(unravel(z), *a), in_axes=(0, None))))
     first = float(batch(z0[None], args)[0])
     settings = {"seed": int(seed) + 1, "verbose": -9, "maxfevals": max_simulations - 1,

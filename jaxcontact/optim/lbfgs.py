@@ -8,6 +8,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
+from jaxcontact.compiling import jit
 from jaxcontact.optim.compiled import program
 from jaxcontact.optim.result import OptimResult
 
@@ -19,7 +20,7 @@ def _iteration(loss, memory):
     def build():
         opt = optax.lbfgs(memory_size=memory)
 
-        @jax.jit
+        @jit
         def iteration(x, state, args):
             value_fn = lambda y: loss(y, *args)  # noqa: E731
             value, grad = optax.value_and_grad_from_state(value_fn)(x, state=state)

@@ -8,6 +8,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from jaxcontact import validate as check
+from jaxcontact.compiling import jit
 from jaxcontact.optim.compiled import layout, program
 from jaxcontact.optim.result import OptimResult
 
@@ -22,7 +23,7 @@ def _compiled(residual, unravel, key):
             r = jnp.ravel(residual(unravel(z), *args))
             return r, r
 
-        return jax.jit(jax.jacfwd(flat, has_aux=True))
+        return jit(jax.jacfwd(flat, has_aux=True))
 
     return program(("gauss_newton", residual, key), build)
 

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxcontact import validate as check
+from jaxcontact.compiling import jit
 
 # Body colours, in turn (RGB in [0, 1]). The first is the one the browser tests look for.
 PALETTE = ((0.90, 0.33, 0.16), (0.20, 0.50, 0.85), (0.30, 0.70, 0.32), (0.93, 0.72, 0.13),
@@ -344,7 +345,7 @@ def _contact_tables(model, states, margin):
 
 # `observe.contact_table` of every state of a trajectory (leading axis T), compiled once per
 # model structure (the viewer's overlay and `plots.contact_force_totals` share it)
-contact_tables = jax.jit(_contact_tables, static_argnums=2)
+contact_tables = jit(_contact_tables, static_argnums=2)
 
 
 def _contact_frames(model, frames, keep):
