@@ -54,7 +54,7 @@ def rotate_about(axis, angle, v):
     """Rodrigues' rotation of v by `angle` (rad) about the unit `axis`: (..., 3)."""
     c, s = jnp.cos(angle)[..., None], jnp.sin(angle)[..., None]
     along = jnp.sum(axis * v, axis=-1, keepdims=True)
-    return c * v + s * cross(axis, v) + (1.0 - c) * along * axis
+    return c * v + s * jnp.cross(axis, v) + (1.0 - c) * along * axis
 
 
 def _horner(coefficients, t):
@@ -159,43 +159,18 @@ def quat_mul(a, b):
     ], axis=-1)
 
 
-def _levi_civita():
-    """ε (3, 3, 3) with (a × b)_i = Σ_jk ε_ijk a_j b_k."""
-    table = np.zeros((3, 3, 3))
-    for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-        table[i, j, k], table[i, k, j] = 1.0, -1.0
-    return table
-
-
-_LEVI_CIVITA = _levi_civita()
-
-
-def cross(a, b):
-    """a × b over the last axis (broadcast): the products a_j b_k formed at once and summed
-    against ε (`_LEVI_CIVITA`). Each component is a_j b_k - a_k b_j with the two products
-    and their difference each rounded once (the rest of the sum is exact zeros), as NumPy
-    evaluates it; `jnp.cross` under XLA can differ from that in the last bit. Its
-    derivatives are a few broadcasts, products and sums where `jnp.cross`'s are slices,
-    pads and stacks: a chain of 10 boxes on ball joints compiles in 33 s instead of 59 s
-    (design note 45)."""
-    lead = (1,) * (max(a.ndim, b.ndim) - 1)
-    outer = (a[..., None, :, None] * b[..., None, None, :])
-    return jnp.sum(outer * _LEVI_CIVITA.astype(outer.dtype).reshape(lead + (3, 3, 3)),
-                   axis=(-2, -1))
-
-
 def quat_rotate(q, v):
     """Rotate vector v by unit quaternion q: q ⊗ (0, v) ⊗ q*."""
     w, u = q[..., :1], q[..., 1:]
-    t = 2.0 * cross(u, v)
-    return v + w * t + cross(u, t)
+    t = 2.0 * jnp.cross(u, v)
+    return v + w * t + jnp.cross(u, t)
 
 
 def quat_rotate_inverse(q, v):
     """Rotate v by the inverse of unit quaternion q (world to body): q* ⊗ (0, v) ⊗ q."""
     w, u = q[..., :1], -q[..., 1:]
-    t = 2.0 * cross(u, v)
-    return v + w * t + cross(u, t)
+    t = 2.0 * jnp.cross(u, v)
+    return v + w * t + jnp.cross(u, t)
 
 
 def _rotation_table():
@@ -258,8 +233,8 @@ def tangent_basis(normal):
     x_axis = jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0], normal.dtype), normal.shape)
     y_axis = jnp.broadcast_to(jnp.asarray([0.0, 1.0, 0.0], normal.dtype), normal.shape)
     helper = jnp.where(jnp.abs(normal[..., :1]) < 0.6, x_axis, y_axis)
-    t1 = safe_normalize(cross(normal, helper))
-    return t1, cross(normal, t1)
+    t1 = safe_normalize(jnp.cross(normal, helper))
+    return t1, jnp.cross(normal, t1)
 
 
 def tree_finite(tree):

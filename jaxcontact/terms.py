@@ -36,7 +36,7 @@ import numpy as np
 from flax import struct
 
 from jaxcontact import aggregation, dofs
-from jaxcontact.math import cross, safe_sqrt, world_inertia, world_inertia_inv
+from jaxcontact.math import safe_sqrt, world_inertia, world_inertia_inv
 from jaxcontact.problem import BlockDiagonal, Jacobian, Problem, RowBlock, RowModel
 from jaxcontact.types import Array
 
@@ -315,7 +315,7 @@ def prepare(model, state, control) -> Context:
     mass = mass_blocks(model, state)
     inertia = mass.blocks[0][:, 3:, 3:]
     vel = state.vel + model.dt * control.force / model.body.mass[:, None]
-    torque = control.torque - cross(state.ang_vel,
+    torque = control.torque - jnp.cross(state.ang_vel,
                                         jnp.einsum("nij,nj->ni", inertia, state.ang_vel))
     inverse = world_inertia_inv(state.quat, model.body.inertia)
     ang_vel = state.ang_vel + model.dt * jnp.einsum("nij,nj->ni", inverse, torque)

@@ -609,24 +609,3 @@ def test_unrolled_elimination_gives_the_loops_answer(monkeypatch):
         np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(unrolled[0], np.linalg.solve(q, b[..., None])[..., 0],
                                rtol=1e-9, atol=1e-9)
-
-
-def test_cross_is_the_rounded_difference_of_two_products():
-    """math.cross: a_j b_k - a_k b_j with each product and the difference rounded once (as
-    NumPy evaluates it), broadcast like jnp.cross, and its derivatives those of the bilinear
-    form (∂(a × b)/∂a = -[b]×, ∂/∂b = [a]×)."""
-    rng = np.random.default_rng(7)
-    a, b = rng.normal(size=(200, 3)), rng.normal(size=(200, 3))
-    expected = np.stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],
-                         a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
-                         a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]], axis=-1)
-    assert np.array_equal(np.asarray(jax.jit(jm.cross)(jnp.asarray(a), jnp.asarray(b))), expected)
-    grid = jm.cross(jnp.asarray(a[:4, None, :]), jnp.asarray(b[None, :5, :]))
-    assert grid.shape == (4, 5, 3)
-    assert np.allclose(grid, np.cross(a[:4, None, :], b[None, :5, :]), rtol=1e-15, atol=1e-15)
-    ja, jb = jax.jacfwd(jm.cross, argnums=(0, 1))(jnp.asarray(a[0]), jnp.asarray(b[0]))
-
-    def skew(v):
-        return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-
-    assert np.allclose(ja, -skew(b[0]), atol=1e-15) and np.allclose(jb, skew(a[0]), atol=1e-15)

@@ -28,7 +28,7 @@ from flax import struct
 
 from jaxcontact import dofs, terms
 from jaxcontact.compiling import jit
-from jaxcontact.math import cross, quat_mul, quat_rotate, tangent_basis
+from jaxcontact.math import quat_mul, quat_rotate, tangent_basis
 from jaxcontact.models import contact as laws
 from jaxcontact.models import geometry, sdf
 from jaxcontact.models.geometry import FAR
@@ -129,7 +129,7 @@ class ContactTerm(terms.RowTerm):
         if kind == "particle":
             return jnp.broadcast_to(x.particle_vel[i], point.shape)
         lever = point - lag.pos[i][None, :]
-        return x.vel[i][None, :] + cross(jnp.broadcast_to(x.ang_vel[i], lever.shape), lever)
+        return x.vel[i][None, :] + jnp.cross(jnp.broadcast_to(x.ang_vel[i], lever.shape), lever)
 
     def rows(self, x, lag, params, shared, dt):
         used = params["used"]

@@ -43,8 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcontact.math import (cross, quat_rotate, quat_rotate_inverse, quat_to_mat, safe_div,
-                             safe_norm, safe_normalize)
+from jaxcontact.math import (quat_rotate, quat_rotate_inverse, quat_to_mat, safe_div, safe_norm,
+                             safe_normalize)
 from jaxcontact.types import Shape
 
 FAR = 1.0  # gap of an unused contact row, m: positive, so it carries no force
@@ -192,9 +192,9 @@ def edge_pairing(pos_a, quat_a, half_a, faces_a, pos_b, quat_b, half_b, faces_b)
     def separation(n):
         return (jnp.abs(n @ delta) - jnp.abs(axes_a @ n) @ half_a - jnp.abs(axes_b @ n) @ half_b)
 
-    crossed = cross(axes_a[:, None, :], axes_b[None, :, :]).reshape(9, 3)
-    length = safe_norm(crossed)
-    normal = crossed / jnp.where(length > 1e-6, length, 1.0)[:, None]
+    cross = jnp.cross(axes_a[:, None, :], axes_b[None, :, :]).reshape(9, 3)
+    length = safe_norm(cross)
+    normal = cross / jnp.where(length > 1e-6, length, 1.0)[:, None]
     has_edge = ((half_a[:, None] > 0.0) & (half_b[None, :] > 0.0)).reshape(9)
     edge_sep = jnp.where((length > 1e-6) & has_edge, jax.vmap(separation)(normal), -jnp.inf)
     face_sep = jnp.concatenate([jnp.where(faces_a, jax.vmap(separation)(axes_a), -jnp.inf),
@@ -230,7 +230,7 @@ def edge_edge(pos_a, quat_a, half_a, radius_a, pos_b, quat_b, half_b, radius_b, 
     dir_a, dir_b = quat_rotate(quat_a, own_a), quat_rotate(quat_b, own_b)
     mid_a = pos_a + quat_rotate(quat_a, edge[0] * half_a)
     mid_b = pos_b + quat_rotate(quat_b, edge[1] * half_b)
-    normal = sign * safe_normalize(cross(dir_a, dir_b))
+    normal = sign * safe_normalize(jnp.cross(dir_a, dir_b))
     gap = normal @ (mid_a - mid_b) - radius_a - radius_b
     s, _ = line_closest(mid_a, dir_a, mid_b, dir_b)
     return gap, normal, mid_a + s * dir_a - (radius_a + 0.5 * gap) * normal

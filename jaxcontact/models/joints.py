@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import dofs, terms
-from jaxcontact.math import cross, quat_to_mat, rotate_about, safe_atan2, safe_norm, safe_normalize
+from jaxcontact.math import quat_to_mat, rotate_about, safe_atan2, safe_norm, safe_normalize
 
 KINDS = ("ball", "hinge", "slider", "fixed", "distance")
 _VECTORS = ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a", "ref_b")
@@ -51,7 +51,7 @@ def hinge_angle(f):
     θ = atan2(n·(r_b × r_a), r_b·r_a): smooth except at θ = ±π (the branch cut of atan2).
     """
     n, r_a, r_b = f["axis_b"], f["ref_a"], f["ref_b"]
-    return safe_atan2(n @ cross(r_b, r_a), r_b @ r_a)
+    return safe_atan2(n @ jnp.cross(r_b, r_a), r_b @ r_a)
 
 
 def slider_position(f):
@@ -91,8 +91,8 @@ def _damping_jacobians(kind, f, start_pos):
         d, point_b = n, f["p_a"]          # b's material point at a's anchor
     else:                                 # distance: the rate of stretch
         d, point_b = safe_normalize(f["p_a"] - f["p_b"]), f["p_b"]
-    jac_a = jnp.concatenate([d, cross(f["p_a"] - start_pos[0], d)])
-    jac_b = -jnp.concatenate([d, cross(point_b - start_pos[1], d)])
+    jac_a = jnp.concatenate([d, jnp.cross(f["p_a"] - start_pos[0], d)])
+    jac_b = -jnp.concatenate([d, jnp.cross(point_b - start_pos[1], d)])
     return jac_a[None, :], jac_b[None, :]
 
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import dofs, terms
-from jaxcontact.math import cross, quat_rotate, safe_norm, safe_normalize
+from jaxcontact.math import quat_rotate, safe_norm, safe_normalize
 
 
 def _bodies(body_a, body_b, index):
@@ -85,7 +85,7 @@ class AttachmentTerm(terms.RowTerm):
     def rows(self, x, lag, p, shared, dt):
         point = x.pos[0] + quat_rotate(x.quat[0], p["anchor"])
         lever = quat_rotate(lag.quat[0], p["anchor"])
-        v_point = x.vel[0] + cross(x.ang_vel[0], lever)
+        v_point = x.vel[0] + jnp.cross(x.ang_vel[0], lever)
         return (terms.bilateral(x.particle_pos[0] - point, jnp.full((3,), p["stiffness"])),
                 terms.bilateral(x.particle_vel[0] - v_point, jnp.full((3,), dt * p["damping"])))
 
