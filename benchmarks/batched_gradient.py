@@ -26,7 +26,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (best_of_interleaved, log, provenance, timed_compile,  # noqa: E402
+from _common import (best_of_interleaved, jax_provenance, jit, log, timed_compile,  # noqa: E402
                      write_results)
 from throughput import box_drop_scene, initial_states  # noqa: E402
 
@@ -50,8 +50,8 @@ def measure(batch, steps):
     def loss(velocities):
         return jnp.mean(final_heights(velocities))
 
-    forward, forward_compile = timed_compile(jc.jit(final_heights), velocities)
-    grad, grad_compile = timed_compile(jc.jit(jax.value_and_grad(loss)), velocities)
+    forward, forward_compile = timed_compile(jit(final_heights), velocities)
+    grad, grad_compile = timed_compile(jit(jax.value_and_grad(loss)), velocities)
     best, rounds = best_of_interleaved({"forward": forward, "grad": grad}, velocities)
     value, gradient = grad(velocities)
     finite = all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(gradient))
@@ -74,7 +74,7 @@ def main():
     parser.add_argument("--name", default="batched_gradient")
     args = parser.parse_args()
     rows = [measure(batch, args.steps) for batch in args.batch]
-    write_results({"provenance": provenance(), "scene": "box_drop, float32, defaults",
+    write_results({"provenance": jax_provenance(), "scene": "box_drop, float32, defaults",
                    "rows": rows}, args.name)
 
 
