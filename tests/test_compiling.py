@@ -68,3 +68,13 @@ def test_nested_in_other_transformations():
     assert jnp.allclose(jax.vmap(inner)(jnp.stack([x, x])), top, rtol=1e-12)
     total, _ = jax.lax.scan(lambda c, y: (c + inner(y), None), 0.0, jnp.stack([x, x, x]))
     assert float(total) == pytest.approx(3.0 * top, rel=1e-12)
+
+
+def test_nested_with_the_callers_own_options():
+    """A caller's `compiler_options` apply at the top level and are left out where it is
+    nested (JAX would refuse them there)."""
+    options = {"xla_cpu_use_fusion_emitters": True} if jax.default_backend() == "cpu" else {}
+    inner = jc.jit(_poly, compiler_options=options)
+    x = jnp.linspace(0.5, 1.5, 4)
+    top = float(inner(x))
+    assert float(jax.jit(lambda y: 2.0 * inner(y))(x)) == pytest.approx(2.0 * top, rel=1e-12)
