@@ -81,25 +81,11 @@ def test_shared_operands_and_nested_vmap_give_the_same_answers(starts):
                                   _expected_iterations(x0, step))
 
 
-def test_working_width_follows_the_batch(monkeypatch):
-    """On CPU a sixteenth of the batch within [4, 16], never more than the batch, and never
-    narrower for a larger batch; accelerators run the whole batch."""
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    widths = [loop.working_width(b) for b in range(1, 5000)]
-    assert all(1 <= w <= min(b, 16) for b, w in zip(range(1, 5000), widths))
-    assert all(a <= b for a, b in zip(widths, widths[1:]))
-    assert [loop.working_width(b) for b in (3, 16, 64, 128, 256, 1024, 4096)] == [
-        3, 4, 4, 8, 16, 16, 16]
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert loop.working_width(4096) == 4096
-
-
 def test_every_working_width_gives_the_same_answers(starts, monkeypatch):
     x0, step = starts
     expected = _expected_iterations(x0, step)
     for width in (1, 7, 100):
         monkeypatch.setattr(loop, "_WORKING_WIDTH_CPU", width)
-        monkeypatch.setattr(loop, "_WORKING_WIDTH_MIN_CPU", width)
         monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
         _, used, _ = jax.vmap(_run, in_axes=(0, 0, None))(x0, step, 0.0)
         np.testing.assert_array_equal(np.asarray(used), expected, f"width {width}")

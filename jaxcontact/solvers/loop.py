@@ -12,11 +12,11 @@ runs every scene of the batch until the slowest has converged: in a batch of 102
 boxes a step needs 1.07 iterations per scene on average but 7-9 for the slowest, so the batch
 pays several times the work it needs. `until_done` has its own batching rule
 (`jax.custom_batching.custom_vmap`): on CPU each pass runs the iteration on a working set of
-`working_width(B)` (4 to 16) of the scenes still iterating, gathered by index and written
+at most `working_width(B)` (16) of the scenes still iterating, gathered by index and written
 back by index, so the few scenes that need many iterations no longer hold up the rest. On
 the 2-core CPU, box_drop at B = 1024 ran 7x faster than with the plain loop (13,500 against
-1,900 scene-steps/s, 200 steps, at a width of 16; design note 18; the width now follows the
-batch: `working_width`, design note 46). On accelerators a pass should cost kernel launches
+1,900 scene-steps/s, 200 steps); wider working sets were slower there (16: 13,500; 32: 7,800;
+128: 6,300), narrower too (8: 10,100). On accelerators a pass should cost kernel launches
 more than scenes, so there the batch runs whole, as a plain loop would; that is not measured
 yet (design note 18).
 
@@ -32,11 +32,8 @@ import jax
 import jax.extend
 import jax.numpy as jnp
 
-# the working set of `until_done` under vmap on CPU: a sixteenth of the batch, within these
-# bounds (measured: `working_width`)
+# the working set of `until_done` under vmap on CPU (measured: module docstring)
 _WORKING_WIDTH_CPU = 16
-_WORKING_WIDTH_MIN_CPU = 4
-_SCENES_PER_SLOT = 16
 
 
 def iterate(iteration, init, length, early_exit, done):
@@ -53,26 +50,11 @@ def iterate(iteration, init, length, early_exit, done):
 
 
 def working_width(batch: int) -> int:
-    """How many scenes of a vmapped batch of `batch` one pass of `until_done` iterates: on
-    CPU a sixteenth of the batch, at least 4 and at most 16; the whole batch on accelerators.
-
-    A pass reads and writes back the whole batch's carry, so a wide batch wants few passes,
-    while the last scenes of a step run alone in passes of mostly idle slots, so a narrow one
-    wastes less. Measured on the 2-core AMD EPYC, box_drop float32, 500 steps, scene-steps/s
-    by width (design note 46):
-
-        B      W = 2    4        8        16       32
-        16     36.2k    35.9k             16.9k (the whole batch)
-        64     37.5k    39.6k    38.7k    30.8k
-        128             38.4k    38.8k    32.3k
-        256    32.4k    35.7k    36.3k    35.1k
-        1024            37.4k    36.7k    34.9k
-        4096            26.8k             34.0k    18.6k
-    """
+    """How many scenes of a vmapped batch of `batch` one pass of `until_done` iterates: at
+    most 16 on CPU, the whole batch on accelerators."""
     if jax.default_backend() != "cpu":
         return batch
-    wanted = max(_WORKING_WIDTH_MIN_CPU, batch // _SCENES_PER_SLOT)
-    return min(batch, _WORKING_WIDTH_CPU, wanted)
+    return min(batch, _WORKING_WIDTH_CPU)
 
 
 def until_done(iteration, init, operands, length, done):
