@@ -39,7 +39,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import log, provenance, write_results  # noqa: E402
+from _common import jax_provenance, jit, log, write_results  # noqa: E402
 
 MASSES = (0.01, 0.1, 1.0, 10.0, 100.0)
 DTS = (1e-4, 1e-3, 3e-3, 1e-2)
@@ -129,7 +129,7 @@ def run_case(shape, dtype_name, steps, newton):
                            particle_pos=jnp.zeros((len(grid), 0, 3), dtype),
                            particle_vel=jnp.zeros((len(grid), 0, 3), dtype))
 
-    @jc.jit
+    @jit
     def run(models, states):
         def one(m, s):
             final, _, info = jc.rollout(m, s, steps=steps, return_info=True)
@@ -219,7 +219,7 @@ def main():
             f"{100 * s['target']:.1f} %), largest residual {s['max_residual']:.3g}")
         for factor, groups in s["by"].items():
             log(f"  {factor:7s} " + "  ".join(f"{k}: {100 * v:.2f}" for k, v in groups.items()))
-    write_results({"provenance": provenance(), "newton": newton, "summary": summary,
+    write_results({"provenance": jax_provenance(), "newton": newton, "summary": summary,
                    "cases": cases}, args.name)
 
 

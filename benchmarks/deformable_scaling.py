@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import jaxcontact as jc  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (best_of_interleaved, jax_provenance, log,  # noqa: E402
+from _common import (best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
                      timed_compile, write_results)
 
 CELL = 0.02
@@ -93,8 +93,8 @@ def measure(kind, size, build, steps, preconditioner="auto"):
         final, _ = jc.rollout(with_param(m, x), s, steps=steps)
         return jnp.mean(final.particle_pos[:, 2])
 
-    run, compile_forward = timed_compile(jc.jit(forward), model, state)
-    grad, compile_gradient = timed_compile(jc.jit(jax.grad(loss)), x0, model, state)
+    run, compile_forward = timed_compile(jit(forward), model, state)
+    grad, compile_gradient = timed_compile(jit(jax.grad(loss)), x0, model, state)
     _, info = run(model, state)
     g = float(grad(x0, model, state))
     best, rounds = best_of_interleaved(

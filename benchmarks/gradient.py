@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import jaxcontact as jc  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (DEFAULT_HARNESS, best_of_interleaved, jax_provenance, log,  # noqa: E402
+from _common import (DEFAULT_HARNESS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
                      run_subprocess, timed_compile, write_results)
 
 G = 9.81
@@ -136,7 +136,7 @@ def solver_diagnostics(model, state, start, steps):
     Kept apart from the losses so that their timing and memory are not affected. Implicit
     gradients are exact only at converged solves: unconverged steps explain gradient errors.
     """
-    @jc.jit
+    @jit
     def diag(p):
         _, _, info = jc.rollout(model, start(state, p), steps=steps, return_info=True)
         return {"converged_fraction": jnp.mean(info.converged),
@@ -179,9 +179,9 @@ def sphere_slide(args):
     out = {"steps": T, "t_final": T * DT, "solver": dataclasses.asdict(model.solver)}
 
     log(f"[sphere_slide] compiling forward, value_and_grad, jvp (T={T})")
-    f_c, out["compile_forward_s"] = timed_compile(jc.jit(loss), v0)
-    vg_c, out["compile_value_and_grad_s"] = timed_compile(jc.jit(jax.value_and_grad(loss)), v0)
-    jvp_fn = jc.jit(lambda v: jax.jvp(slide_loss(model_fwd, state, T), (v,), (jnp.ones_like(v),)))
+    f_c, out["compile_forward_s"] = timed_compile(jit(loss), v0)
+    vg_c, out["compile_value_and_grad_s"] = timed_compile(jit(jax.value_and_grad(loss)), v0)
+    jvp_fn = jit(lambda v: jax.jvp(slide_loss(model_fwd, state, T), (v,), (jnp.ones_like(v),)))
     jvp_c, out["compile_jvp_s"] = timed_compile(jvp_fn, v0)
 
     x, grad = (float(a) for a in vg_c(v0))
@@ -221,8 +221,8 @@ def sphere_slide(args):
             g_bytes, f_bytes = temp_bytes(vg_c), temp_bytes(f_c)
         else:
             lm = slide_loss(model, state, Tm)
-            g_bytes = temp_bytes(jc.jit(jax.value_and_grad(lm)).lower(v0).compile())
-            f_bytes = temp_bytes(jc.jit(lm).lower(v0).compile())
+            g_bytes = temp_bytes(jit(jax.value_and_grad(lm)).lower(v0).compile())
+            f_bytes = temp_bytes(jit(lm).lower(v0).compile())
         rows.append({"steps": Tm, "grad_temp_bytes": g_bytes, "forward_temp_bytes": f_bytes})
         log(f"  T={Tm}: value_and_grad temp {g_bytes} B, forward temp {f_bytes} B")
     mem = {"rows": rows}
@@ -248,7 +248,7 @@ def sphere_slide(args):
     caps = []
     for it in args.iteration_caps:
         m_it, s_it = sphere_model((0.0, 0.0, 0.05), jc.Newton(iterations=it))
-        c = jc.jit(jax.value_and_grad(slide_loss(m_it, s_it, T))).lower(v0).compile()
+        c = jit(jax.value_and_grad(slide_loss(m_it, s_it, T))).lower(v0).compile()
         xv, gv = (float(a) for a in c(v0))
         caps.append({"iterations": it, "grad_temp_bytes": temp_bytes(c), "x": xv, "grad": gv})
         log(f"  iterations={it}: temp {caps[-1]['grad_temp_bytes']} B, x {xv:.6f}, grad {gv:.6f}")
@@ -275,8 +275,8 @@ def grad_bounce(args):
     loss = bounce_loss(model, state, steps)
     v_init = jnp.asarray(BOUNCE_POINTS[0], jnp.float64)
     log(f"[grad_bounce] compiling ({steps} steps)")
-    f_c, compile_f = timed_compile(jc.jit(loss), v_init)
-    vg_c, compile_g = timed_compile(jc.jit(jax.value_and_grad(loss)), v_init)
+    f_c, compile_f = timed_compile(jit(loss), v_init)
+    vg_c, compile_g = timed_compile(jit(jax.value_and_grad(loss)), v_init)
     rows = []
     for vx, vz in BOUNCE_POINTS[:args.bounce_points]:
         v = jnp.asarray((vx, vz), jnp.float64)

@@ -27,7 +27,7 @@ the step from that state is the representative step, the same for every solver. 
 reference solution is the same dense Newton (tol 1e-11 lies below the rounding floor of the
 stiff scenes, ~k eps |x| dt / m ~ 1e-10 m/s for mass_ratio: Newton runs to its best there).
 For every solver and every iteration count k of the sweep (each a static setting, so each
-its own compiled `jax.jit(jc.step)`), it records:
+its own compiled `jc.jit(jc.step)`), it records:
 
   residual         max |M⁻¹ r| (m/s) after the step (StepInfo.residual)
   iterations_used  StepInfo.iterations (< k once max |M⁻¹ r| <= tol: the solver stops there)
@@ -70,7 +70,7 @@ import jaxcontact as jc  # noqa: E402
 from jaxcontact.models.contacts import n_rows  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (RESULTS, best_of_interleaved, jax_provenance, log,  # noqa: E402
+from _common import (RESULTS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
                      timed_compile, write_results)
 
 DT = 0.002
@@ -151,7 +151,7 @@ def representative_state(name, warmup):
     model, state = scene.build(solver=ref_solver, dtype=jnp.float64)
     warmup_residual = None
     if warmup:
-        state, _, info = jc.jit(lambda m, s: jc.rollout(m, s, steps=warmup,
+        state, _, info = jit(lambda m, s: jc.rollout(m, s, steps=warmup,
                                                          return_info=True))(model, state)
         warmup_residual = float(jnp.max(info.residual))
         log(f"  warm-up: max residual {warmup_residual:.2e} (dense Newton, tol "
@@ -177,7 +177,7 @@ def compiled_step(model, state, scene):
     key = (jax.tree.structure((model, state)),
            tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves((model, state))))
     if key not in _COMPILED:
-        _COMPILED[key] = (*timed_compile(jc.jit(jc.step), model, state), scene)
+        _COMPILED[key] = (*timed_compile(jit(jc.step), model, state), scene)
     return _COMPILED[key]
 
 
@@ -250,7 +250,7 @@ def sweep_solver(scene, name, model, state, ref_vel, args):
 def run_scene(name, args):
     log(f"[{name}] warm-up {args.warmup} steps")
     params, model, state, warmup_residual = representative_state(name, args.warmup)
-    ref_compiled, _ = timed_compile(jc.jit(jc.step), model, state)
+    ref_compiled, _ = timed_compile(jit(jc.step), model, state)
     ref_state, ref_info = ref_compiled(model, state)
     ref = {"solver": dataclasses.asdict(model.solver), "residual": float(ref_info.residual),
            "iterations": int(ref_info.iterations), "converged": bool(ref_info.converged),

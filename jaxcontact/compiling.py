@@ -52,15 +52,18 @@ def jit(fun=None, /, **kwargs):
     return _Jitted(fun, kwargs)
 
 
+try:   # JAX's probe of whether anything is being traced (internal: absent from some versions)
+    from jax._src.core import trace_ctx as _trace_ctx
+except ImportError:   # pragma: no cover - depends on JAX's internals
+    _trace_ctx = None
+
+
 def _top_level() -> bool:
     """Whether JAX is tracing nothing here (a call from Python, not from inside a `jit`,
     `grad`, `vmap` or loop being traced). Unknown (a JAX without this probe): False, so that
     `jit` falls back to plain `jax.jit`."""
-    try:
-        from jax._src.core import trace_ctx
-        return bool(trace_ctx.is_top_level())
-    except (ImportError, AttributeError):   # pragma: no cover - depends on JAX's internals
-        return False
+    is_top_level = getattr(_trace_ctx, "is_top_level", None)
+    return bool(is_top_level()) if is_top_level is not None else False
 
 
 class _Jitted:
