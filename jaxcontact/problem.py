@@ -285,6 +285,7 @@ class RowModel:
       jacs:     per group, local G (E, c, d) or (E, c, 2, d); after `dense()`, (R, n).
       index:    per group (E, d) DOF indices (n = dropped); None after `dense()`.
       base_dense: A as an (n, n) matrix after `dense()`, else None.
+      terms:    static, per group: the position in `base.local` of its term's elements.
     """
 
     gradient: Array
@@ -293,6 +294,7 @@ class RowModel:
     jacs: tuple
     index: tuple | None
     base_dense: Array | None = None
+    terms: tuple = struct.field(pytree_node=False, default=())
 
     def dense(self) -> "RowModel":
         """The same model with A and every G assembled dense (for small systems: each
@@ -333,17 +335,31 @@ class RowModel:
         """∇m(δ)."""
         return jax.grad(lambda d: self.change(d)[0])(delta)
 
+    def _curvatures(self, delta):
+        """Per group, the rows' Gauss-Newton curvatures c at e₀ + Gδ (`hessian`)."""
+        return [jnp.maximum(jax.vmap(lambda q: q.curvature())(g), 0.0) for g in self._at(delta)]
+
     def hessian(self, delta):
         """A + Σ Gᵀ diag(c) G as an (n, n) matrix (after `dense()`), with the rows'
         Gauss-Newton curvatures c at e₀ + Gδ: for friction isotropic, ψ'/|e| along the slip
         too (thesis Eq. 136), so that a step cannot overshoot the stick-slip kink;
         non-convex laws clipped at zero."""
         out = self.base_dense
-        for g, jac in zip(self._at(delta), self.jacs):
-            c = jnp.maximum(jax.vmap(lambda q: q.curvature())(g), 0.0)
+        for c, jac in zip(self._curvatures(delta), self.jacs):
             weight = jnp.repeat(c.reshape(-1), jac.shape[0] // c.size)
             out = out + jac.T @ (weight[:, None] * jac)
         return out
+
+    def curvature(self, delta) -> "Jacobian":
+        """The matrix of `hessian` in block-sparse form (before `dense()`: large systems),
+        each group's Gᵀ diag(c) G added to its term's local matrices of A."""
+        local = list(self.base.local)
+        for c, jac, term in zip(self._curvatures(delta), self.jacs, self.terms):
+            flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
+            weight = jnp.repeat(c.reshape(c.shape[0], -1),
+                                flat.shape[1] // (c.size // c.shape[0]), axis=1)
+            local[term] = local[term] + jnp.einsum("eri,er,erj->eij", flat, weight, flat)
+        return self.base.replace(local=tuple(local))
 
 
 class Problem(NamedTuple):

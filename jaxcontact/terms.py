@@ -693,7 +693,7 @@ def row_model(u, lag, args) -> RowModel:
     model, ctx = args
     n = layout(model).size
     b = ctx.mass.apply(u - ctx.u_free)
-    base, groups, jacs, index = [], [], [], []
+    base, groups, jacs, index, term_of = [], [], [], [], []
     at_u, at_lag = turns(u, args), turns(lag, args)
     for term, el in zip(model.terms, ctx.elements):
         x, x_lag = dofs.gather(u, el.index), dofs.gather(lag, el.index)
@@ -704,6 +704,7 @@ def row_model(u, lag, args) -> RowModel:
             groups.extend(found)
             jacs.extend(found_jacs)
             index.extend([el.index] * len(found))
+            term_of.extend([len(base)] * len(found))
             d = el.index.shape[1]
             base.append(jnp.zeros((el.index.shape[0], d, d), u.dtype))
             continue
@@ -712,7 +713,7 @@ def row_model(u, lag, args) -> RowModel:
         b = b + dofs.scatter(g_e, el.index, n)
         base.append(j_e)
     return RowModel(gradient=b, base=_assembled(model, ctx, base), groups=tuple(groups),
-                    jacs=tuple(jacs), index=tuple(index))
+                    jacs=tuple(jacs), index=tuple(index), terms=tuple(term_of))
 
 
 def gauss_newton(u, args) -> Jacobian:

@@ -94,6 +94,8 @@ def _evaluate(u, v, w, args):
         "model_gradient": row_model.gradient_at(jnp.zeros_like(u)),
         "g_held": g_lag(u, u + 0.1 * w),
         "model_hessian": row_model.dense().hessian(jnp.zeros_like(u)),
+        "model_curvature": row_model.curvature(0.3 * v).dense(),
+        "model_hessian_at": row_model.dense().hessian(0.3 * v),
     }
     for name, matrix in (("exact", jac), ("lagged", lagged), ("gn", gn)):
         out[name] = matrix.dense()
@@ -278,6 +280,12 @@ def test_row_model_hessian_is_symmetric_positive_definite_and_above_the_mass(ev)
     assert np.min(np.linalg.eigvalsh(h - ev["mass"])) >= -1e-9 * np.max(np.abs(h))
 
 
+def test_row_model_curvature_is_its_hessian_in_block_sparse_form(ev):
+    """`RowModel.curvature` (the Krylov lag phase's matrix, design note 47) assembles the
+    same A + Gᵀ C G as the dense `hessian`, at a δ where contacts change state."""
+    _close(ev["model_curvature"], ev["model_hessian_at"], 1e-12)
+
+
 def _sliding_sphere_and_particle():
     scene = jc.Scene(dt=0.01, friction=0.8, stiffness=1e4, damping=20.0)
     scene.add_plane()
@@ -292,9 +300,14 @@ def _model_against_merit(u, lag, deltas, args):
     model = terms.row_model(u, lag, args)
     changes = jax.vmap(lambda d: model.change(d)[0])(deltas)
     delta = newton.minimize_row_model(model, args[1].mass.diagonal(), 1e-12, iterations=60)
+    # the Krylov form: conjugate gradients on the block-sparse curvature
+    delta_cg = newton.minimize_row_model(model, args[1].mass.diagonal(), 1e-12, iterations=60,
+                                         krylov=40)
     return {"changes": changes,
             "reference": terms.merit_change(u, lag, u[None, :] + deltas, args)[0],
             "held_residual": args[1].mass.solve(jax.grad(terms.merit)(u + delta, lag, args)),
+            "held_residual_cg": args[1].mass.solve(
+                jax.grad(terms.merit)(u + delta_cg, lag, args)),
             "start_residual": args[1].mass.solve(jax.grad(terms.merit)(u, lag, args))}
 
 
@@ -317,6 +330,7 @@ def test_row_model_is_the_merit_where_every_gap_is_linear_in_u():
     # where the model is Φ(·; ū), its minimizer is the lag-held problem's: ∇₁Φ(u + δ; ū) = 0
     assert np.max(np.abs(out["start_residual"])) > 0.1
     assert np.max(np.abs(out["held_residual"])) < 1e-8, out["held_residual"]
+    assert np.max(np.abs(out["held_residual_cg"])) < 1e-8, out["held_residual_cg"]
 
 
 # --- the configuration's rounding floor ------------------------------------------------------------

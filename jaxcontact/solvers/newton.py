@@ -91,7 +91,8 @@ _REWEIGHT_BELOW = 2.0 ** -8  # after a step this short (or none), the next lag s
 _LAG_REFRESH = 0.1  # refresh the lag once the lag-held residual is this fraction of the true one
 _MODEL_ITERATIONS = 5  # most Newton steps on the row model per dense lag direction
 _MODEL_LENGTHS = 16  # step lengths 1, 1/4, ..., 4^-15 tried on the row model
-_MODEL_BELOW = 0.25  # after a lag step this short, the next dense lag direction is the model's
+_MODEL_BELOW = 0.25  # after a lag step this short, the next lag direction is the model's
+_MODEL_FORCING = 1e-4  # relative residual of the row model's Krylov directions
 # the residual phase (rigid scenes, dense directions): Levenberg-Marquardt's damping starts
 # at `_DAMPING_START` (in units of the mass), shrinks 10x after a step that lowers the
 # residual's size and grows 10x after one that does not (design note 43)
@@ -102,25 +103,40 @@ KRYLOV_MESHES = 400  # ... in scenes with solids or cloth
 
 
 def minimize_row_model(row_model, metric, tol, early_exit=True,
-                       iterations=_MODEL_ITERATIONS, lengths=_MODEL_LENGTHS):
-    """δ that approximately minimizes a `problem.RowModel` m (design note 24).
+                       iterations=_MODEL_ITERATIONS, lengths=_MODEL_LENGTHS, krylov=None,
+                       preconditioner="auto"):
+    """δ that approximately minimizes a `problem.RowModel` m (design notes 24, 47).
 
-    Each step solves (A + Gᵀ C G) p = -∇m(δ), C the rows' Gauss-Newton curvatures at δ, made
-    positive definite in the metric diag(`metric`) where it is not (`linalg.solve_convexified`:
-    the energy terms of A need not be convex), and moves to the lowest of m(δ + 4^-k p),
-    k < `lengths`. Evaluating m costs no narrow phase (the rows are linear in δ), so many
-    lengths are cheap: the free-flight direction of a body resting on its contacts must be
-    cut to about 1e-3 of its length, where the curvature of contacts that only touch after
-    the step is absent from C at δ. Where m changes by less than its rounding, the full step
-    is taken (near the answer m's decrease is below the rounding of the row energies it
-    sums). At most `iterations` steps; with `early_exit`, none once |∇m| / metric <= tol."""
+    Each step solves (A + Gᵀ C G) p = -∇m(δ), C the rows' Gauss-Newton curvatures at δ, and
+    moves to the lowest of m(δ + 4^-k p), k < `lengths`. Dense (`krylov` None): the matrix
+    assembled and made positive definite in the metric diag(`metric`) where it is not
+    (`linalg.solve_convexified`: the energy terms of A need not be convex). Krylov
+    (`krylov`: the cap of iterations): preconditioned conjugate gradients on its
+    block-sparse form (`RowModel.curvature`), to a relative residual of `_MODEL_FORCING`;
+    they stop at a direction of negative curvature with the last iterate, which descends on
+    the model (Steihaug's truncation), and where that is none, p = -∇m(δ) / metric.
+    Evaluating m costs no narrow phase (the rows are linear in δ), so many lengths are
+    cheap: the free-flight direction of a body resting on its contacts must be cut to about
+    1e-3 of its length, where the curvature of contacts that only touch after the step is
+    absent from C at δ. Where m changes by less than its rounding, the full step is taken
+    (near the answer m's decrease is below the rounding of the row energies it sums). At
+    most `iterations` steps; with `early_exit`, none once |∇m| / metric <= tol."""
     steps = jnp.concatenate([0.25 ** jnp.arange(lengths), jnp.zeros(1)]).astype(metric.dtype)
     eps = jnp.finfo(metric.dtype).eps
-    row_model = row_model.dense()
+    if krylov is None:
+        row_model = row_model.dense()
+
+    def direction(delta, gradient):
+        if krylov is None:
+            return linalg.solve_convexified(row_model.hessian(delta), -gradient, metric)[0]
+        curvature = row_model.curvature(delta)
+        p = linear.cg(curvature.matvec, linear.preconditioner(curvature, preconditioner),
+                      -gradient, krylov, _MODEL_FORCING, early_exit)
+        return jnp.where(jnp.any(p != 0.0), p, -gradient / metric)
 
     def iteration(carry):
         delta, gradient = carry
-        p, _ = linalg.solve_convexified(row_model.hessian(delta), -gradient, metric)
+        p = direction(delta, gradient)
         trial = delta[None, :] + steps[:, None] * p[None, :]
         values, sizes = jax.vmap(row_model.change)(trial)   # the last one at δ itself
         value, values = values[-1], values[:-1]
@@ -302,6 +318,23 @@ class Newton(base.Solver):
         jac_abs = jac.magnitude()
         floor = (scale.apply(jac_abs.matvec(eps * jnp.abs(u))),
                  scale.apply(jac_abs.matvec(problem.resolution(args))))
+        krylov = None if method == "dense" else self.krylov_cap(args[0])
+
+        def model_direction(operands):
+            return minimize_row_model(problem.row_model(*operands[:3]), *operands[3:],
+                                      self.loops_exit_early, krylov=krylov,
+                                      preconditioner=self.preconditioner)
+
+        def row_model_instead(d):
+            # lag phase after a short step (`reweight`): the minimizer of the row model
+            # instead, where it is finite (evaluated only if some scene of a batch needs it)
+            wanted = (newton == 0) & (reweight > 0)
+            d_model = loop.where_needed(wanted, model_direction, d,
+                                        (u, lag, args, mass.diagonal(), 0.1 * tol),
+                                        branch=self.loops_exit_early)
+            used = wanted & base.finite(d_model)
+            return jnp.where(used, d_model, d), used
+
         if method == "dense":
             a = jac.dense()
             # lag phase: the (symmetric) Hessian of Φ(·; ū) made positive definite by the
@@ -310,16 +343,7 @@ class Newton(base.Solver):
             lagged = 1.0 - exact
             a = a + lagged * 0.5 * (a.T - a)
             d, _ = linalg.solve_convexified(a, -g, mass.diagonal(), lagged)
-            # lag phase: the minimizer of the row model instead, where it is finite (evaluated
-            # only if some scene of a batch is in its lag phase)
-            def model_direction(operands):
-                return minimize_row_model(problem.row_model(*operands[:3]), *operands[3:],
-                                          self.loops_exit_early)
-
-            d_model = loop.where_needed((lagged > 0) & (reweight > 0), model_direction, d,
-                                        (u, lag, args, mass.diagonal(), 0.1 * tol),
-                                        branch=self.loops_exit_early)
-            d = jnp.where(base.finite(d_model), d_model, d)
+            d, _ = row_model_instead(d)
             return g, d, floor, jnp.zeros((), u.dtype), a
         # lag phase: H + τ M (the mass is the Jacobian's block diagonal D)
         scale = 1.0 + (1.0 - newton) * jax.lax.stop_gradient(tau)
@@ -338,7 +362,8 @@ class Newton(base.Solver):
         # the next shift must exceed τ - c
         c = jnp.dot(d, jac.matvec(d)) / jnp.dot(d, mass.apply(d))
         need = jax.lax.stop_gradient(jnp.where(model | ~jnp.isfinite(c), 0.0, 2.0 * (tau - c)))
-        return g, jnp.where(model, d, -mass.solve(g) / scale), floor, need, None
+        d, used = row_model_instead(jnp.where(model, d, -mass.solve(g) / scale))
+        return g, d, floor, jnp.where(used, 0.0, need), None
 
     def iteration(self, problem, carry, args, tol):
         """One iteration of the Newton, the lag or the residual phase (module docstring).
@@ -357,7 +382,7 @@ class Newton(base.Solver):
         g_lag, direction, (floor_u, loose), need, jac = self._direction(
             problem, u, jnp.where(residual > 0, u, lag), jnp.maximum(newton, residual), tau,
             reweight, args, tol)
-        phase = jac is not None and self.has_residual_phase(args[0], u.shape[0])
+        phase = self.has_residual_phase(args[0], u.shape[0])
         if phase:
             direction = loop.where_needed(residual > 0, _levenberg_marquardt, direction,
                                           (jac, mass, r, damping),
@@ -484,9 +509,7 @@ class Newton(base.Solver):
         g_new, g_lag_new = grads[0], grads[1]
         # the next lag-phase direction reweights friction if this direction needed a step of
         # 1/256 or less, or found no decrease: it crossed a kink it did not see
-        short = steps[pick] <= _REWEIGHT_BELOW
-        if self.method(u.shape[0]) == "dense":
-            short = short | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
+        short = (steps[pick] <= _REWEIGHT_BELOW) | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
         reweight_next = (short | ~armijo[pick]).astype(u.dtype)
         r_new = base.residual_norm(mass.solve(g_new))
         # Newton phase (its full step refused): a shorter step is taken if it meets Armijo
@@ -514,7 +537,7 @@ class Newton(base.Solver):
         # be what is left, when no step along the direction helps, or after a full step to
         # the row model's minimizer (the held problem is then solved as far as the model
         # knows it: its rows' linearization, not the lag, is what is left)
-        modelled = (reweight > 0) & (self.method(u.shape[0]) == "dense")
+        modelled = reweight > 0
         refresh = ~held | refresh | (modelled & (pick == 0))
         u_lag, g_lag_phase, noise_lag = jax.tree.map(lambda a, b: jnp.where(held, a, b),
                                                      (u_new, g_new, noise_new), (u, g, noise))
