@@ -37,12 +37,15 @@ therefore alternates two phases, per scene:
   towards it (or cycle), while the reweighted step lands short of the kink and converges to
   it (design note 16e). After a longer step the next direction is exact again: its steps
   converge fast where contacts do slip.
-  Dense systems go further where a lag step was cut to 1/4 or less: the next direction
-  minimizes the row model of Φ(·; ū) (`problem.RowModel`: every row's error linearized at
-  u, its law kept whole; `minimize_row_model`), which holds the contacts that only touch
+  Where a lag step was cut to 1/4 or less, the next direction minimizes the row model of
+  Φ(·; ū) instead (`problem.RowModel`: every row's error linearized at u, its law kept
+  whole; `minimize_row_model`: dense elimination, or conjugate gradients on its
+  block-sparse form with Krylov directions), which holds the contacts that only touch
   after the step, whose curvature the Hessian at u lacks (design notes 16d, 24), and the
-  slip-stick kink, by the reweighted curvature. It is evaluated only for the scenes of a
-  batch that need it (`loop.where_needed`).
+  slip-stick kink, by the reweighted curvature. With Krylov directions so does the first
+  lag direction after a refused Newton step (its direction is blind to the same
+  contacts; without this a pile of spheres cycles between the phases: design note 47).
+  It is evaluated only for the scenes of a batch that need it (`loop.where_needed`).
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
 - Near the root (within `_NEAR_ROOT` tolerances), in either phase, the full step is taken
@@ -548,4 +551,7 @@ class Newton(base.Solver):
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
                      g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
+        if self.method(u.shape[0]) != "dense":
+            # Krylov: a refused Newton step hands over to the row model's direction
+            reweight_next = jnp.where((newton > 0) & ~moved, 1.0, reweight_next)
         return (*new, reweight_next), jnp.any(finite)
