@@ -42,9 +42,10 @@ therefore alternates two phases, per scene:
   whole; `minimize_row_model`: dense elimination, or conjugate gradients on its
   block-sparse form with Krylov directions), which holds the contacts that only touch
   after the step, whose curvature the Hessian at u lacks (design notes 16d, 24), and the
-  slip-stick kink, by the reweighted curvature. With Krylov directions so does the first
-  lag direction after a refused Newton step (its direction is blind to the same
-  contacts; without this a pile of spheres cycles between the phases: design note 47).
+  slip-stick kink, by the reweighted curvature (with Krylov directions in scenes without
+  solids or cloth only: `uses_row_model`). With Krylov directions so does the first lag
+  direction after a refused Newton step (its direction is blind to the same contacts;
+  without this a pile of spheres cycles between the phases: design note 47).
   It is evaluated only for the scenes of a batch that need it (`loop.where_needed`).
   Once the lag-held residual ∇₁Φ(u; ū) is below a tenth of the true one, the lag is
   refreshed (ū ← u) and the next iteration tries Newton again.
@@ -254,6 +255,15 @@ class Newton(base.Solver):
                 and self.loops_exit_early and not model.has_meshes
                 and jnp.dtype(model.dt.dtype) == jnp.float64)
 
+    def uses_row_model(self, model, n: int) -> bool:
+        """Whether lag phases of `model`'s n unknowns take the row model's direction
+        (`minimize_row_model`) after a short lag step, and with Krylov directions after a
+        refused Newton step: dense directions, and Krylov ones in scenes without solids or
+        cloth (their elastic energies make the model's curvature indefinite, where its
+        conjugate gradients stop; the Hessian's shifted directions serve them better:
+        design note 47)."""
+        return self.method(n) == "dense" or not model.has_meshes
+
     def cap(self, args, n: int) -> int:
         extra = self.residual_iterations if self.has_residual_phase(args[0], n) else 0
         return self.iterations + extra
@@ -365,7 +375,10 @@ class Newton(base.Solver):
         # the next shift must exceed τ - c
         c = jnp.dot(d, jac.matvec(d)) / jnp.dot(d, mass.apply(d))
         need = jax.lax.stop_gradient(jnp.where(model | ~jnp.isfinite(c), 0.0, 2.0 * (tau - c)))
-        d, used = row_model_instead(jnp.where(model, d, -mass.solve(g) / scale))
+        d = jnp.where(model, d, -mass.solve(g) / scale)
+        if not self.uses_row_model(args[0], u.shape[0]):
+            return g, d, floor, need, None
+        d, used = row_model_instead(d)
         return g, d, floor, jnp.where(used, 0.0, need), None
 
     def iteration(self, problem, carry, args, tol):
@@ -512,7 +525,10 @@ class Newton(base.Solver):
         g_new, g_lag_new = grads[0], grads[1]
         # the next lag-phase direction reweights friction if this direction needed a step of
         # 1/256 or less, or found no decrease: it crossed a kink it did not see
-        short = (steps[pick] <= _REWEIGHT_BELOW) | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
+        modelled = self.uses_row_model(args[0], u.shape[0])
+        short = steps[pick] <= _REWEIGHT_BELOW
+        if modelled:
+            short = short | ((newton == 0) & (steps[pick] <= _MODEL_BELOW))
         reweight_next = (short | ~armijo[pick]).astype(u.dtype)
         r_new = base.residual_norm(mass.solve(g_new))
         # Newton phase (its full step refused): a shorter step is taken if it meets Armijo
@@ -540,8 +556,7 @@ class Newton(base.Solver):
         # be what is left, when no step along the direction helps, or after a full step to
         # the row model's minimizer (the held problem is then solved as far as the model
         # knows it: its rows' linearization, not the lag, is what is left)
-        modelled = reweight > 0
-        refresh = ~held | refresh | (modelled & (pick == 0))
+        refresh = ~held | refresh | (modelled & (reweight > 0) & (pick == 0))
         u_lag, g_lag_phase, noise_lag = jax.tree.map(lambda a, b: jnp.where(held, a, b),
                                                      (u_new, g_new, noise_new), (u, g, noise))
         # the shift shrinks after a full step along the model's direction and grows otherwise
@@ -551,7 +566,7 @@ class Newton(base.Solver):
         lag_carry = (u_lag, jnp.where(refresh, u_lag, lag), refresh.astype(u.dtype),
                      g_lag_phase, noise_lag, tau_next)
         new = jax.tree.map(lambda a, b: jnp.where(newton > 0, a, b), newton_carry, lag_carry)
-        if self.method(u.shape[0]) != "dense":
+        if modelled and self.method(u.shape[0]) != "dense":
             # Krylov: a refused Newton step hands over to the row model's direction
             reweight_next = jnp.where((newton > 0) & ~moved, 1.0, reweight_next)
         return (*new, reweight_next), jnp.any(finite)
