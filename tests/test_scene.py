@@ -229,6 +229,10 @@ def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
     assert jc.Newton().cap((meshes, None), 33) == 50
     big = 6 * 17   # 17 bodies: "auto" solves directions by BiCGSTAB
     assert jc.Newton().method(big) == "bicgstab" and jc.Newton().cap(step_args, big) == 50
+    # the row model in lag phases (note 47): dense directions, and Krylov ones without meshes
+    assert jc.Newton().uses_row_model(rigid, 6) and jc.Newton().uses_row_model(rigid, big)
+    assert jc.Newton().uses_row_model(meshes, 33)                       # dense
+    assert not jc.Newton(linear="bicgstab").uses_row_model(meshes, 33)
     assert jc.Descent().cap(step_args, 6) == 50
     assert jc.Dual(iterations=70).cap(step_args, 6) == 70
 
