@@ -88,8 +88,8 @@ class _Jitted:
         if _top_level():
             return self._jitted()(*args, **kwargs)
         if self._nested is None:   # (without anyone's compiler options: refused here)
-            kwargs = {k: v for k, v in self._kwargs.items() if k != "compiler_options"}
-            self._nested = jax.jit(self._fun, **kwargs)
+            options = {k: v for k, v in self._kwargs.items() if k != "compiler_options"}
+            self._nested = jax.jit(self._fun, **options)
         return self._nested(*args, **kwargs)
 
     def __getattr__(self, name):   # lower, trace, eval_shape, ...

@@ -78,3 +78,13 @@ def test_nested_with_the_callers_own_options():
     x = jnp.linspace(0.5, 1.5, 4)
     top = float(inner(x))
     assert float(jax.jit(lambda y: 2.0 * inner(y))(x)) == pytest.approx(2.0 * top, rel=1e-12)
+
+
+def test_nested_first_call_keeps_its_keyword_arguments():
+    """The first call from inside a transformation passes the caller's keyword arguments
+    through (not the jit options), static ones included."""
+    scaled = jc.jit(lambda x, *, power: jnp.sum(x ** power), static_argnames="power",
+                    compiler_options={})
+    x = jnp.linspace(0.5, 1.5, 4)
+    nested = jax.jit(lambda y: scaled(y, power=3))(x)
+    assert float(nested) == pytest.approx(float(jnp.sum(x ** 3)), rel=1e-6)
