@@ -252,6 +252,16 @@ class RowBlock:
         return _dense_rows(self.jac, self.index, n)
 
 
+def gauss_newton_locals(jac, curvature):
+    """Σ_j c_j G_jᵀ G_j of each element (E, d, d), from its rows' local Jacobians G
+    (E, c, [2,] d) and Gauss-Newton curvatures c (E, c) (both components of a pair share
+    their row's) or (E, c, 2) (thesis Eq. 116, 136)."""
+    flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
+    c = curvature.reshape(curvature.shape[0], -1)
+    weight = jnp.repeat(c, flat.shape[1] // c.shape[1], axis=1)
+    return jnp.einsum("eri,er,erj->eij", flat, weight, flat)
+
+
 def _dense_rows(jac, index, n):
     """Local row Jacobians (E, c, [2,] d) at DOF indices (E, d) scattered into one dense
     (E r, n) matrix, pair components as separate rows; world slots (index n) dropped."""
@@ -355,10 +365,7 @@ class RowModel:
         each group's Gᵀ diag(c) G added to its term's local matrices of A."""
         local = list(self.base.local)
         for c, jac, term in zip(self._curvatures(delta), self.jacs, self.terms):
-            flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
-            weight = jnp.repeat(c.reshape(c.shape[0], -1),
-                                flat.shape[1] // (c.size // c.shape[0]), axis=1)
-            local[term] = local[term] + jnp.einsum("eri,er,erj->eij", flat, weight, flat)
+            local[term] = local[term] + gauss_newton_locals(jac, c)
         return self.base.replace(local=tuple(local))
 
 

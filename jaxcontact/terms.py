@@ -37,7 +37,8 @@ from flax import struct
 
 from jaxcontact import aggregation, dofs
 from jaxcontact.math import safe_sqrt, world_inertia, world_inertia_inv
-from jaxcontact.problem import BlockDiagonal, Jacobian, Problem, RowBlock, RowModel
+from jaxcontact.problem import (BlockDiagonal, Jacobian, Problem, RowBlock, RowModel,
+                                gauss_newton_locals)
 from jaxcontact.types import Array
 
 BILATERAL, UNILATERAL, DISC = "bilateral", "unilateral", "disc"
@@ -728,9 +729,7 @@ def gauss_newton(u, args) -> Jacobian:
             _, jacs, curvatures = _term_rows(term, el, u, at, model.dt)
             total = 0.0
             for jac, c in zip(jacs, curvatures):
-                flat = jac.reshape(jac.shape[0], -1, jac.shape[-1])
-                weight = jnp.repeat(c, flat.shape[1] // c.shape[1], axis=1)
-                total = total + jnp.einsum("eri,er,erj->eij", flat, weight, flat)
+                total = total + gauss_newton_locals(jac, c)
             local.append(total)
             continue
         local.append(_each(_reweighted_hessian, term, el, model.dt, dofs.gather(u, el.index),
