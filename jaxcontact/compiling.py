@@ -6,8 +6,12 @@ the CPU, XLA's newer fusion emitters cost a third of that compile time and gave 
 programs nothing at run time. On a 2-core CPU, box_drop's batched rollout (B = 1024,
 float32, 500 steps) compiled in 11.7 s instead of 16.0 s and ran at 42.5k instead of 39.7k
 scene-steps/s; a chain of 10 boxes on ball joints (float64, 100 steps) compiled in 54 s
-instead of 69 s (design note 45). `jit` turns them off for the programs it compiles, on the
-CPU only; elsewhere it is `jax.jit`.
+instead of 69 s (design note 45). XLA's YNNPACK library fusions (reductions and products
+handed to a library kernel) ran the small per-element reductions of the energies' local
+Hessians slower than XLA's own loops: a chain of 40 boxes stepped in 6.8 ms instead of
+10.3 ms, a 100-sphere pile in 99 instead of 113 ms, box_drop as fast (design note 48).
+`jit` turns both off for the programs it compiles, on the CPU only; elsewhere it is
+`jax.jit`.
 
 The setting is per program (`jax.jit`'s `compiler_options`), not global: it applies to what
 `jc.jit` compiles and to nothing else of the process. A `jc.jit` function called inside
@@ -23,7 +27,7 @@ import jax
 
 #: XLA options `jit` adds on the CPU backend (option name -> value; `jax.jit`'s
 #: `compiler_options`).
-CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_experimental_ynn_fusion_type": ""}
 
 
 def compiler_options(backend: str | None = None) -> dict:

@@ -44,6 +44,23 @@ def test_options_reach_the_compiler():
         assert float(on(x)) == pytest.approx(3.0 + float(jnp.sin(1.0)), rel=1e-12)
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the options are the CPU backend's")
+def test_library_fusions_are_off_in_the_compiled_program():
+    """XLA's CPU backend hands a small batched reduction (the shape of an energy's local
+    Hessian sums) to a YNNPACK library fusion by default; `jc.jit` compiles it without one
+    (design note 48), with the same value."""
+    def outer_sums(x):
+        return jnp.sum(x[:, :, None] * x[:, None, :], axis=0)
+
+    x = jnp.linspace(-1.0, 1.0, 40 * 36).reshape(40, 36)
+    default = jax.jit(outer_sums).lower(x).compile()
+    ours = jc.jit(outer_sums).lower(x).compile()
+    if "ynn_fusion" not in default.as_text():
+        pytest.skip("this XLA makes no library fusion of the reduction anyway")
+    assert "ynn_fusion" not in ours.as_text()
+    assert jnp.allclose(ours(x), default(x), rtol=1e-12, atol=1e-12)
+
+
 def test_backend_is_read_at_first_use():
     run = jc.jit(_poly)
     assert run._built is None           # defining it compiled nothing, read no backend
