@@ -326,9 +326,16 @@ class RowModel:
         return out
 
     def _base(self, delta):
-        if self.base_dense is None:
-            return self.base.matvec(delta)
-        return self.base_dense @ delta
+        if self.base_dense is not None:
+            return self.base_dense @ delta
+        # A's local matrices of row terms are zeros (their curvature is the rows'): skipped,
+        # they are as large as the broad phase's slots (design note 48)
+        rows = set(self.terms)
+        kept = [i for i in range(len(self.base.local)) if i not in rows]
+        return self.base.replace(local=tuple(self.base.local[i] for i in kept),
+                                 index=tuple(self.base.index[i] for i in kept),
+                                 blocks=tuple(self.base.blocks[i] for i in kept),
+                                 slots=tuple(self.base.slots[i] for i in kept)).matvec(delta)
 
     def change(self, delta):
         """(m(δ), the magnitude its rounding is relative to)."""
