@@ -169,6 +169,13 @@ class Jacobian:
             out = out.at[idx[:, :, None], idx[:, None, :]].add(a)
         return out[:n, :n] + self.diagonal.dense()
 
+    def restricted(self, terms) -> "Jacobian":
+        """D plus only the local matrices of the terms at the static positions `terms`."""
+        def pick(per_term):
+            return tuple(per_term[i] for i in terms)
+        return self.replace(local=pick(self.local), index=pick(self.index),
+                            blocks=pick(self.blocks), slots=pick(self.slots))
+
     def transpose(self) -> "Jacobian":
         """Hᵀ in the same form."""
         return self.replace(diagonal=self.diagonal.transpose(),
@@ -330,12 +337,8 @@ class RowModel:
             return self.base_dense @ delta
         # A's local matrices of row terms are zeros (their curvature is the rows'): skipped,
         # they are as large as the broad phase's slots (design note 48)
-        rows = set(self.terms)
-        kept = [i for i in range(len(self.base.local)) if i not in rows]
-        return self.base.replace(local=tuple(self.base.local[i] for i in kept),
-                                 index=tuple(self.base.index[i] for i in kept),
-                                 blocks=tuple(self.base.blocks[i] for i in kept),
-                                 slots=tuple(self.base.slots[i] for i in kept)).matvec(delta)
+        energies = [i for i in range(len(self.base.local)) if i not in self.terms]
+        return self.base.restricted(energies).matvec(delta)
 
     def change(self, delta):
         """(m(δ), the magnitude its rounding is relative to)."""
