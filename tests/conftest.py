@@ -19,6 +19,7 @@ _flags = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join(
     [_flags] + [f"{k}={v}" for k, v in _FAST_COMPILE.items() if k not in _flags]).strip()
 
+import gc
 import pathlib
 
 import jax
@@ -28,6 +29,17 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 _CACHE = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
 jax.config.update("jax_compilation_cache_dir", os.environ.get("JAXCONTACT_CACHE", str(_CACHE)))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+# Tracing a step allocates millions of short-lived Python objects (jaxpr variables, tracers,
+# equations); CPython's cyclic collector, at its default thresholds (700, 10, 10), spent a
+# quarter of the tracing time of a 20-step rollout of a sphere and a box (4.4 s -> 3.4 s with
+# it off). The suite collects rarely instead, and the objects alive after collection (modules,
+# fixtures' scenes) are frozen out of every later collection (`pytest_collection_finish`).
+gc.set_threshold(50_000, 50, 50)
+
+
+def pytest_collection_finish(session):
+    gc.freeze()
 
 
 # --- optional compile profile ----------------------------------------------------------------

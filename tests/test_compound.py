@@ -27,36 +27,44 @@ def run():
     return jax.jit(lambda m, s: jc.rollout(m, s, steps=STEPS, return_info=True))
 
 
-def test_dumbbell_rests_on_both_spheres_at_the_closed_form_height(run):
+@pytest.fixture(scope="module")
+def resting(run):
+    """A dumbbell (two spheres at ±0.2 m along x) and, 1 m away, a body turned 90 degrees about
+    x with one sphere 0.1 m below its centre of mass, settled on the ground: one program for
+    both rest heights (the bodies never meet)."""
     scene = jc.Scene(dt=0.01, stiffness=K, damping=50.0)
     scene.add_plane()
     _dumbbell(scene, z=0.05)
+    c, r = np.sqrt(0.5), 0.05
+    body = scene.add_body(2.0, (0.02, 0.02, 0.02), pos=(1.0, 0.0, 0.3), quat=(c, c, 0, 0))
+    scene.add_geom(body, "sphere", radius=r, pos=(1.0, 0.0, 0.2))
     model, state = scene.build()
-    assert model.n_body == 1 and len(model.geom.shape) == 2
     final, _, infos = run(model, state)
+    return model, final, infos
+
+
+def test_dumbbell_rests_on_both_spheres_at_the_closed_form_height(resting):
+    model, final, infos = resting
+    assert model.n_body == 2 and len(model.geom.shape) == 3
+    np.testing.assert_array_equal(model.geom.body, [0, 0, 1])
     assert bool(jnp.all(infos.converged))
     # each sphere carries m g / 2 on the linear penalty: depth m g / (2 k)
     np.testing.assert_allclose(final.pos[0, 2], 0.05 - G / (2 * K), atol=2e-6)
     np.testing.assert_allclose(final.ang_vel[0], 0.0, atol=1e-6)
     rows = contact_rows(model, final)
     touching = np.asarray(rows.used & (rows.gap < 0))
-    assert touching.sum() == 2
-    assert set(np.asarray(rows.body_a)[touching].tolist()) == {0}   # bodies, not geoms
+    assert touching.sum() == 3
+    # the dumbbell's two contacts are its body's, not its geoms'
+    assert sorted(np.asarray(rows.body_a)[touching].tolist()) == [0, 0, 1]
 
 
-def test_geom_below_a_rotated_body_sets_its_rest_height(run):
-    """A sphere 0.1 m below the centre of mass of a body turned 90 degrees about x: the
-    world offset given to add_geom is kept through the body frame."""
-    scene = jc.Scene(dt=0.01, stiffness=K, damping=50.0)
-    scene.add_plane()
-    c, r = np.sqrt(0.5), 0.05
-    body = scene.add_body(2.0, (0.02, 0.02, 0.02), pos=(0.0, 0.0, 0.3), quat=(c, c, 0, 0))
-    scene.add_geom(body, "sphere", radius=r, pos=(0.0, 0.0, 0.2))
-    model, state = scene.build()
-    np.testing.assert_allclose(model.geom.pos[0], [0.0, -0.1, 0.0], atol=1e-12)
-    final, _, infos = run(model, state)
+def test_geom_below_a_rotated_body_sets_its_rest_height(resting):
+    """The sphere 0.1 m below the centre of mass of the turned body (`resting`): the world
+    offset given to add_geom is kept through the body frame."""
+    model, final, infos = resting
+    np.testing.assert_allclose(model.geom.pos[2], [0.0, -0.1, 0.0], atol=1e-12)
     assert bool(jnp.all(infos.converged))
-    np.testing.assert_allclose(final.pos[0, 2], r + 0.1 - 2.0 * G / K, atol=2e-6)
+    np.testing.assert_allclose(final.pos[1, 2], 0.05 + 0.1 - 2.0 * G / K, atol=2e-6)
 
 
 def test_geoms_of_one_body_never_collide(run):
