@@ -407,6 +407,10 @@ class Problem(NamedTuple):
                  moves when only the end-of-step configuration c is rounded.
       rotation:  (du, args) -> (): the largest rotation (rad) of any block that a velocity
                  change du makes over the step.
+      live_prefix: (args, parts) -> (args', fits) or (None, None): args with the elements
+                 of every large broad-phase term cut to the first 1/parts of its slots, and
+                 whether that prefix holds every live one (then args' poses the same
+                 problem; None where no term is large enough to cut).
     """
 
     gradient: Callable
@@ -423,3 +427,4 @@ class Problem(NamedTuple):
     resolution: Callable
     configuration_floor: Callable
     rotation: Callable
+    live_prefix: Callable

@@ -831,8 +831,38 @@ def check_rows(model) -> None:
                          + "; ".join(reasons))
 
 
+# broad-phase terms of at least this many slots are cut to a prefix of them where their live
+# slots fit (`live_prefix`)
+_PREFIX_SLOTS = 128
+
+
+def live_prefix(args, parts):
+    """(args', fits): args with the elements of every broad-phase term of at least
+    `_PREFIX_SLOTS` slots cut to the first 1/`parts` of them, and whether no live slot is
+    left out. A dead slot's energy is zero for every u (`Elements.live`), so where `fits`
+    args' poses the same problem on fewer elements: a chain of 40 boxes has 520 box-box
+    slots and, lying on the ground, none live (design note 50). (None, None) where no term
+    is that large."""
+    model, ctx = args
+    elements, fits, cut = [], jnp.ones((), bool), False
+    for el in ctx.elements:
+        n = el.index.shape[0]
+        if el.live is None or n < _PREFIX_SLOTS:
+            elements.append(el)
+            continue
+        keep = n // parts
+        fits = fits & ~jnp.any(el.live[keep:])
+        prefix = jax.tree.map(lambda a, keep=keep: a[:keep], el.replace(shared=None))
+        elements.append(prefix.replace(shared=el.shared))
+        cut = True
+    if not cut:
+        return None, None
+    return (model, ctx.replace(elements=tuple(elements))), fits
+
+
 PROBLEM = Problem(gradient=gradient, residual=residual, merit=merit, merit_change=merit_change,
                   linearize=linearize, gauss_newton=gauss_newton, rows=rows,
                   row_model=row_model, mass=mass, start=free_flight,
                   gradient_noise=gradient_noise, resolution=resolution,
-                  configuration_floor=configuration_floor, rotation=largest_rotation)
+                  configuration_floor=configuration_floor, rotation=largest_rotation,
+                  live_prefix=live_prefix)

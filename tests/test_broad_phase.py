@@ -121,16 +121,22 @@ def test_bad_broad_phase_raises(kwargs, name):
         jc.BroadPhase(**kwargs)
 
 
-def _dead_slot_outputs(batched):
-    """The gradient, its noise, the merit and (batched) the local Jacobians at two velocities
-    of a row of 12 spheres (sweep: 66 slots, some filled), one scene or a batch of the two."""
+def _row_of_spheres():
+    """(model, context) of a row of 12 spheres on the ground, touching pairs at one end and
+    far apart at the other (sweep: 66 slots, a few filled)."""
     scene = jc.Scene(dt=0.002)
     scene.add_plane()
-    for k in range(12):     # touching pairs at one end of a row, far apart at the other
+    for k in range(12):
         scene.add_sphere(0.05, 1.0, (0.099 * k if k < 4 else 0.3 * k, 0.0, 0.05))
     model, state = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode="sweep"))
     control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
-    ctx = jax.jit(terms.prepare)(model, state, control)   # eagerly: 440 small programs
+    return model, jax.jit(terms.prepare)(model, state, control)   # eagerly: 440 programs
+
+
+def _dead_slot_outputs(batched):
+    """The gradient, its noise, the merit and (batched) the local Jacobians at two velocities
+    of a row of 12 spheres (sweep: 66 slots, some filled), one scene or a batch of the two."""
+    model, ctx = _row_of_spheres()
     chunked = [el.live for el in ctx.elements
                if el.live is not None and el.live.shape[0] >= 2 * terms._CHUNK]
     rng = np.random.default_rng(0)
@@ -163,3 +169,37 @@ def test_dead_broad_phase_slots_are_skipped_exactly(batched, monkeypatch):
     _, every = _dead_slot_outputs(batched)
     for got, want in zip(jax.tree.leaves(skipped), jax.tree.leaves(every)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-13)
+
+
+def test_a_prefix_of_the_slots_that_holds_the_live_ones_poses_the_same_row_model(monkeypatch):
+    # Newton's row model runs over the smallest prefix of a large broad-phase term's slots
+    # that holds every live one (`terms.live_prefix`): there its value and gradient equal the
+    # model over every slot; a live slot beyond the prefix makes it decline
+    monkeypatch.setattr(terms, "_PREFIX_SLOTS", 16)     # the row of 12 spheres: 66 slots
+    model, ctx = _row_of_spheres()
+    args = (model, ctx)
+    (slots,) = [el.live for el in args[1].elements if el.live is not None]
+    assert slots.shape[0] >= 16 and 0 < int(jnp.sum(slots)) <= slots.shape[0] // 4
+    prefix, fits = terms.live_prefix(args, 4)
+    assert bool(fits)
+    assert [el.index.shape[0] for el in prefix[1].elements] == [
+        el.index.shape[0] // 4 if el.live is not None else el.index.shape[0]
+        for el in args[1].elements]
+    rng = np.random.default_rng(1)
+    u = terms.free_flight(args)
+    deltas = jnp.asarray(rng.normal(0.0, 0.05, size=(3,) + u.shape))
+
+    @jax.jit
+    def value_and_gradient(a):
+        model_at = terms.row_model(u, u + 0.1 * deltas[0], a)
+        return jax.vmap(lambda d: (model_at.change(d)[0], model_at.gradient_at(d)))(deltas)
+
+    for got, want in zip(value_and_gradient(prefix), value_and_gradient(args)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-13)
+    # a live slot past the prefix: it declines
+    late = [el.replace(live=el.live.at[-1].set(True)) if el.live is not None else el
+            for el in args[1].elements]
+    assert not bool(terms.live_prefix((model, args[1].replace(elements=tuple(late))), 4)[1])
+    # terms with fewer slots than `_PREFIX_SLOTS` are not cut
+    monkeypatch.setattr(terms, "_PREFIX_SLOTS", slots.shape[0] + 1)
+    assert terms.live_prefix(args, 4) == (None, None)
