@@ -98,11 +98,11 @@ _MODEL_ITERATIONS = 5  # most Newton steps on the row model per dense lag direct
 _MODEL_LENGTHS = 16  # step lengths 1, 1/4, ..., 4^-15 tried on the row model
 _MODEL_BELOW = 0.25  # after a lag step this short, the next lag direction is the model's
 _MODEL_FORCING = 1e-4  # relative residual of the row model's Krylov directions
-# prefixes of the broad phase's slots (1/parts of them) tried for the row model, the largest
-# first: 25 ms of a 40-box chain's model with its 520 slots, 9 ms with 130, 3 ms with 32.
-# Each adds a trace of the model's minimization: with (4, 16) the chain over 1 s took the
-# same 14.0 ms per step as with (16,) and compiled in 89 s instead of 72 (design note 50)
-_PREFIX_PARTS = (16,)
+# Newton's directions are formed over the first 1/`_PREFIX_PARTS` of a large broad-phase
+# term's slots where the live ones fit there: a 40-box chain's 520 slots, lying on the
+# ground, cost 25 ms per row-model minimization and 3.2 ms per linearization and Krylov
+# solve, 3.3 and 1.2 ms over 32 (design note 50)
+_PREFIX_PARTS = 16
 # the residual phase (rigid scenes, dense directions): Levenberg-Marquardt's damping starts
 # at `_DAMPING_START` (in units of the mass), shrinks 10x after a step that lowers the
 # residual's size and grows 10x after one that does not (design note 43)
@@ -314,6 +314,18 @@ class Newton(base.Solver):
         return carry[3], carry[4]
 
     def _direction(self, problem, u, lag, newton, tau, reweight, args, tol):
+        """`_direction_over` args, or, where every live slot of the large broad-phase terms
+        is in the first 1/`_PREFIX_PARTS` of them (`Problem.live_prefix`), over that prefix:
+        the same direction without the empty slots' zero blocks (each scene's own choice;
+        under vmap both run)."""
+        prefix, fits = problem.live_prefix(args, _PREFIX_PARTS)
+        over = functools.partial(self._direction_over, problem, u, lag, newton, tau, reweight,
+                                 tol=tol)
+        if prefix is None:
+            return over(args)
+        return jax.lax.cond(fits, lambda: over(prefix), lambda: over(args))
+
+    def _direction_over(self, problem, u, lag, newton, tau, reweight, args, tol):
         """(∇₁Φ(u; ū), d, rounding floor of the residual at u, the next shift's need, the
         dense Jacobian or None).
 
@@ -340,22 +352,9 @@ class Newton(base.Solver):
         krylov = None if method == "dense" else self.krylov_cap(args[0])
 
         def model_direction(operands):
-            u_at, lag_at, args_at, metric, model_tol = operands
-
-            def minimize(a):
-                return minimize_row_model(problem.row_model(u_at, lag_at, a), metric, model_tol,
-                                          self.loops_exit_early, krylov=krylov,
-                                          preconditioner=self.preconditioner)
-            # the same model over the smallest prefix of the broad phase's slots that holds
-            # the live ones (each scene's own choice; under vmap every size runs)
-            run = functools.partial(minimize, args_at)
-            for parts in _PREFIX_PARTS:
-                prefix, fits = problem.live_prefix(args_at, parts)
-                if prefix is None:
-                    break
-                run = functools.partial(jax.lax.cond, fits, functools.partial(minimize, prefix),
-                                        run)
-            return run()
+            return minimize_row_model(problem.row_model(*operands[:3]), *operands[3:],
+                                      self.loops_exit_early, krylov=krylov,
+                                      preconditioner=self.preconditioner)
 
         def row_model_instead(d):
             # lag phase after a short step (`reweight`): the minimizer of the row model
