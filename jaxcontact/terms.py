@@ -168,7 +168,9 @@ class Elements:
       index:     (E, 6 kb + 3 kp) DOF indices into u (filled in by `prepare`).
       live:      optional (E,) bool, the element exists this step (a filled broad-phase
                  slot). A dead element's energy is zero for every x; its energy, gradient
-                 and Jacobians are then not evaluated where a whole chunk is dead (`_each`).
+                 and Jacobians are then not evaluated where a whole chunk is dead (`_each`),
+                 and Newton's directions leave out the dead slots past a prefix that holds
+                 the live ones (`live_prefix`).
     """
 
     bodies: Array
