@@ -207,8 +207,8 @@ def test_iteration_cap_is_a_number():
 
 def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
     """The loop's cap: Newton's `iterations` plus `residual_iterations` (default 150) in
-    rigid float64 scenes whose directions are dense and whose loops exit early (note 43),
-    else `iterations`."""
+    rigid float64 scenes whose directions are exact Newton ones (dense or BiCGSTAB) and whose
+    loops exit early (notes 43, 51), else `iterations`."""
     scene = jc.Scene()
     scene.add_sphere(0.05, 1.0, (0.0, 0.0, 0.1))
     rigid, _ = scene.build()
@@ -219,7 +219,9 @@ def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
     step_args = (rigid, None)      # a step's problem arguments: (model, context)
     assert jc.Newton().cap(step_args, 6) == 200
     assert jc.Newton(iterations=20).cap(step_args, 6) == 170
-    for solver in (jc.Newton(linear="bicgstab"), jc.Newton(early_exit=False),
+    assert jc.Newton(linear="bicgstab").cap(step_args, 6) == 200
+    # cg / cr solve the symmetric lagged Hessian: not a Newton direction of the residual
+    for solver in (jc.Newton(linear="cg"), jc.Newton(linear="cr"), jc.Newton(early_exit=False),
                    jc.Newton(ad="unrolled"), jc.Newton(residual_iterations=0)):
         assert not solver.has_residual_phase(rigid, 6), solver
         assert solver.cap(step_args, 6) == 50, solver
@@ -228,7 +230,7 @@ def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
     assert not jc.Newton().has_residual_phase(meshes, 33)
     assert jc.Newton().cap((meshes, None), 33) == 50
     big = 6 * 17   # 17 bodies: "auto" solves directions by BiCGSTAB
-    assert jc.Newton().method(big) == "bicgstab" and jc.Newton().cap(step_args, big) == 50
+    assert jc.Newton().method(big) == "bicgstab" and jc.Newton().cap(step_args, big) == 200
     # the row model in lag phases (note 47): dense directions, and Krylov ones without meshes
     assert jc.Newton().uses_row_model(rigid, 6) and jc.Newton().uses_row_model(rigid, big)
     assert jc.Newton().uses_row_model(meshes, 33)                       # dense

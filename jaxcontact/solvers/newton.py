@@ -56,17 +56,20 @@ therefore alternates two phases, per scene:
   rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
   lag-phase step so taken refreshes the lag.
 
-- Residual phase (rigid float64 scenes, dense directions; design note 43): a step that the
-  two phases have not brought to its root in `iterations` hands over to Levenberg-Marquardt
-  on the residual's size ½ gᵀ M⁻¹ g(u; ū = u) for up to `residual_iterations` more: directions
-  (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g with the exact Jacobian J, a step taken where it
-  lowers that size, λ shrunk after it and raised otherwise. Unlike Φ(·; ū), the size is
-  one fixed function, so the phase cannot cycle, and near a regular root it is Newton's
-  method; where a tipping box's friction makes the residual a long curved valley it follows
-  the valley to the root that the other phases circle (a root exists there: least squares
-  from many starts finds it), if slowly. Where no root exists (a light box striking an edge
-  at μ = 1.5 is the Painlevé paradox of the penalty step) it ends at the smallest residual
-  it finds, reported unconverged.
+- Residual phase (rigid float64 scenes, exact Newton directions: dense or BiCGSTAB; design
+  notes 43, 51): a step that the two phases have not brought to its root in `iterations`
+  hands over to steps judged by the residual's size f = ½ gᵀ M⁻¹ g(u; ū = u) alone, for up to
+  `residual_iterations` more, from the iterate of the smallest f seen (the phases that
+  circle a root can leave the last one far from it). The exact Newton direction d = -J⁻¹ g
+  descends on f (∇f·d = -2 f), so the full step is taken where it lowers f by Armijo's
+  rule; else the lowest f among the shorter steps along d and, with dense directions,
+  Levenberg-Marquardt's (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g (λ shrunk after a full Newton
+  step or a step of its own that lowers f, raised otherwise). f is one fixed function, so
+  the phase cannot cycle as the alternation of Φ(·; ū) and ū can: in a pile of spheres the
+  two phases circled a root that damped Newton steps on f reach in 20-30 iterations, and
+  where a tipping box's friction makes the residual a long curved valley,
+  Levenberg-Marquardt's steps follow it. Where no root exists it ends at the smallest
+  residual it finds, reported unconverged.
 
 The solver knows nothing of physics: it sees the functions of a
 `jaxcontact.problem.Problem` and their arguments."""
@@ -104,8 +107,8 @@ _MODEL_FORCING = 1e-4  # relative residual of the row model's Krylov directions
 # solve, 3.3 and 1.2 ms over 32 (design note 50)
 _PREFIX_PARTS = 16
 # the residual phase (rigid scenes, dense directions): Levenberg-Marquardt's damping starts
-# at `_DAMPING_START` (in units of the mass), shrinks 10x after a step that lowers the
-# residual's size and grows 10x after one that does not (design note 43)
+# at `_DAMPING_START` (in units of the mass), shrinks 10x after a step of it that lowers the
+# residual's size and grows 10x after one that does not (design notes 43, 51)
 _DAMPING_START, _DAMPING_MIN, _DAMPING_MAX = 1e-3, 1e-12, 1e30
 LINEAR_SOLVERS = ("auto", "dense", "bicgstab", "cg", "cr")
 KRYLOV_RIGID = 40    # the default cap of Krylov iterations per direction (`Newton`)
@@ -166,13 +169,20 @@ def minimize_row_model(row_model, metric, tol, early_exit=True,
 
 
 def _levenberg_marquardt(operands):
-    """The residual phase's direction p: (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g, for the dense
-    exact Jacobian J, the mass M (`problem.BlockDiagonal`), r = M⁻¹ g and the damping λ
-    (Levenberg-Marquardt on ½ gᵀ M⁻¹ g; Nocedal & Wright, Numerical Optimization, 2nd ed.,
-    §10.3)."""
+    """The residual phase's Levenberg-Marquardt direction p: (Jᵀ M⁻¹ J + λ diag M) p =
+    -Jᵀ M⁻¹ g, for the dense exact Jacobian J, the mass M (`problem.BlockDiagonal`), r = M⁻¹ g
+    and the damping λ (Levenberg-Marquardt on ½ gᵀ M⁻¹ g; Nocedal & Wright, Numerical
+    Optimization, 2nd ed., §10.3)."""
     jac, mass, r, damping = operands
     normal = jac.T @ jax.vmap(mass.solve, in_axes=1, out_axes=1)(jac)
     return linalg.solve(normal + damping * jnp.diag(mass.diagonal()), -(jac.T @ r))
+
+
+def _size(mass, g):
+    """The residual phase's merit gᵀ M⁻¹ g (twice f): the residual's size in the metric of the
+    mass. (|M⁻¹ g|², which weighs every DOF as the convergence test does, left a light
+    tipping box and a sphere pile unconverged where this converges them: design note 51.)"""
+    return jnp.dot(g, mass.solve(g))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,11 +202,12 @@ class Newton(base.Solver):
         otherwise run to the cap. None: only the cap ends a solve.
       residual_iterations: iterations of the residual phase (module docstring) allowed
         beyond `iterations` (default 150; 0: none): the loop's cap is their sum (`cap`).
-        Rigid float64 scenes with dense directions and loops that exit early only;
-        elsewhere the cap is `iterations`. It starts once `iterations` are spent. The tipping
-        steps it converges took 60-160 iterations in all; a step without a root runs the
-        whole cap.
-        On the convergence grid it took float64 from 99.88 % to 99.94 % (design note 43).
+        Rigid float64 scenes with exact Newton directions (dense or BiCGSTAB) and loops that
+        exit early only; elsewhere the cap is `iterations`. It starts once `iterations` are
+        spent, from the iterate of the smallest residual seen. The tipping steps it
+        converges took 60-150 iterations in all; a step without a root runs the whole cap.
+        On the convergence grid it took float64 from 99.88 % to 99.94 % (design note 43);
+        it took the 400-sphere pile from 78 % to 98 % of steps converged (design note 51).
       line_search: number of step lengths tried per iteration (1 = always the full step).
       linear: how each direction is solved. "auto" (default): "dense" up to
         `linear.DENSE_MAX` unknowns (16 bodies), "bicgstab" above, so default settings scale
@@ -254,10 +265,12 @@ class Newton(base.Solver):
 
     def has_residual_phase(self, model, n: int) -> bool:
         """Whether solves of `model`'s n unknowns may enter the residual phase: rigid float64
-        scenes (no solids or cloth) with dense directions and loops that exit early (masked
-        scans would pay its cap at every step; in float32 the normal equations, which square
-        J's condition number, lose the direction; design note 43)."""
-        return (self.residual_iterations > 0 and self.method(n) == "dense"
+        scenes (no solids or cloth) whose directions are exact Newton ones (dense or
+        BiCGSTAB: "cg" / "cr" solve the symmetric lagged Hessian, whose direction need not
+        descend on the residual) and whose loops exit early (masked scans would pay its cap
+        at every step; in float32 the normal equations of Levenberg-Marquardt's steps, which
+        square J's condition number, lose the direction; design notes 43, 51)."""
+        return (self.residual_iterations > 0 and self.method(n) in ("dense", "bicgstab")
                 and self.loops_exit_early and not model.has_meshes
                 and jnp.dtype(model.dt.dtype) == jnp.float64)
 
@@ -279,8 +292,14 @@ class Newton(base.Solver):
             return carry
         # once `iterations` are spent: a step the other phases converge within them is
         # untouched (entering on a stall took float32 steps from lag phases that converged)
-        spent = (used >= self.iterations).astype(carry[7].dtype)
-        return (*carry[:7], jnp.maximum(carry[7], spent), carry[8])
+        # It starts from the iterate of the smallest residual seen (f = ½ gᵀ M⁻¹ g): the lag
+        # and Newton phases that circle a root can leave the last one far from it
+        u, lag, newton, g, noise, tau, reweight, residual, damping, best = carry
+        entering = (used >= self.iterations) & (residual == 0)
+        pick = lambda a, b: jnp.where(entering, a, b)  # noqa: E731
+        return (pick(best[0], u), pick(best[0], lag), pick(1.0, newton).astype(newton.dtype),
+                pick(best[1], g), pick(best[2], noise), tau, pick(0.0, reweight).astype(
+                    reweight.dtype), pick(1.0, residual).astype(residual.dtype), damping, best)
 
     def steps(self, dtype):
         """The step lengths tried: 2^-e with e = k + ⌊k²/8⌋, k < line_search (1, 1/2, 1/4,
@@ -307,8 +326,10 @@ class Newton(base.Solver):
         pick = jnp.where(flight_done, 1, 0)
         u, g, noise = points[pick], grads[pick], noises[pick]
         zero = jnp.zeros((), u.dtype)
+        # the residual phase's start: the iterate of the smallest residual so far
+        best = (u, g, noise) if self.has_residual_phase(args[0], u.shape[0]) else ()
         return (u, u, jnp.ones((), u.dtype), g, noise, zero, zero, zero,
-                jnp.full((), _DAMPING_START, u.dtype)), g, noise
+                jnp.full((), _DAMPING_START, u.dtype), best), g, noise
 
     def measured(self, problem, carry, args):
         return carry[3], carry[4]
@@ -409,7 +430,7 @@ class Newton(base.Solver):
         and the true and lag-held gradients at the point taken, evaluated for the scenes of a
         batch that need them (`loop.where_needed`, design note 34).
         """
-        u, lag, newton, g, noise, tau, reweight, residual, damping = carry
+        u, lag, newton, g, noise, tau, reweight, residual, damping, best = carry
         mass = problem.mass(args)
         r = mass.solve(g)
         # the residual phase takes the exact Jacobian at ū = u
@@ -417,10 +438,13 @@ class Newton(base.Solver):
             problem, u, jnp.where(residual > 0, u, lag), jnp.maximum(newton, residual), tau,
             reweight, args, tol)
         phase = self.has_residual_phase(args[0], u.shape[0])
-        if phase:
-            direction = loop.where_needed(residual > 0, _levenberg_marquardt, direction,
-                                          (jac, mass, r, damping),
-                                          branch=self.loops_exit_early)
+        if phase and jac is not None:
+            # dense: Levenberg-Marquardt's direction too, for the residual phase's trials
+            lm = loop.where_needed(residual > 0, _levenberg_marquardt,
+                                   jnp.zeros_like(direction), (jac, mass, r, damping),
+                                   branch=self.loops_exit_early)
+        else:
+            lm = None
         floor = self._floor(problem, u, r, noise, floor_u, loose, args, tol)
         # the full step: its change of Φ(·; ū) and its true gradient
         full_point = u + direction
@@ -471,17 +495,44 @@ class Newton(base.Solver):
         # a failed Newton direction (singular J) only hands over to the lag phase
         ok = (newton > 0) | (base.finite(direction) & ok)
         if not phase:
-            return (*new, residual, damping), r, ok, noise, floor
-        # residual phase: the full step where it lowers ½ gᵀ M⁻¹ g, the damping shrunk; else
-        # stay, the damping raised
-        lower = base.finite(g_full) & (jnp.dot(g_full, mass.solve(g_full)) < jnp.dot(g, r))
-        after = jax.tree.map(lambda a, b: jnp.where(lower, a, b),
-                             (*taken, jnp.maximum(_DAMPING_MIN, 0.1 * damping)),
-                             (*carry[:7], jnp.minimum(_DAMPING_MAX, 10.0 * damping)))
-        new = jax.tree.map(lambda a, b: jnp.where(residual > 0, a, b),
-                           (*after[:7], residual, after[7]), (*new, residual, damping))
+            return (*new, residual, damping, best), r, ok, noise, floor
+        # residual phase: the full Newton step where it lowers f = ½ gᵀ M⁻¹ g by Armijo's
+        # rule (the direction descends on f: ∇f·d = -2 f); else the lowest f among the
+        # shorter Newton steps and (dense) Levenberg-Marquardt's step, its damping shrunk
+        # after the full step or where its own step lowered f, and raised where not
+        size0, size_full = _size(mass, g), _size(mass, g_full)
+        enough = base.finite(g_full) & (size_full <= (1.0 - 2.0 * _ARMIJO) * size0)
+
+        def shorter(operands):
+            u, g, noise, size0, direction, lm, args = operands
+            mass = problem.mass(args)
+            steps = self.steps(u.dtype)[1:]
+            trial = u[None, :] + steps[:, None] * direction[None, :]
+            if lm is not None:
+                trial = jnp.concatenate([trial, (u + lm)[None, :]])
+            grads, noises = jax.vmap(lambda v: problem.gradient_noise(v, args, v))(trial)
+            sizes = jax.vmap(lambda g: _size(mass, g))(grads)
+            sizes = jnp.where(jnp.isfinite(sizes), sizes, jnp.inf)
+            pick = jnp.argmin(sizes)
+            lower = sizes[pick] < size0
+            lm_lower = (sizes[-1] < size0) if lm is not None else lower
+            return (jnp.where(lower, trial[pick], u), jnp.where(lower, grads[pick], g),
+                    jnp.where(lower, noises[pick], noise), lm_lower)
+
+        u_r, g_r, noise_r, lm_lower = loop.where_needed(
+            (residual > 0) & ~enough, shorter,
+            (full_point, g_full, noise_full, jnp.ones((), bool)),
+            (u, g, noise, size0, direction, lm, args), branch=self.loops_exit_early)
+        damping_r = jnp.where(lm_lower, jnp.maximum(_DAMPING_MIN, 0.1 * damping),
+                              jnp.minimum(_DAMPING_MAX, 10.0 * damping))
+        after = (u_r, u_r, jnp.ones_like(newton), g_r, noise_r, tau, jnp.zeros_like(newton),
+                 residual, damping_r)
+        new = jax.tree.map(lambda a, b: jnp.where(residual > 0, a, b), after,
+                           (*new, residual, damping))
         ok = ok | (residual > 0)
-        return new, r, ok, noise, floor
+        lowest = base.finite(new[3]) & (_size(mass, new[3]) < _size(mass, best[1]))
+        best = jax.tree.map(lambda a, b: jnp.where(lowest, a, b), (new[0], new[3], new[4]), best)
+        return (*new, best), r, ok, noise, floor
 
     def _floor(self, problem, u, r, noise, floor_u, loose, args, tol):
         """The rounding floor of the residual r at u: floor_u (the rounding of u) plus the
