@@ -192,6 +192,7 @@ def test_build_rejects_empty_scene(with_plane):
     (dict(residual_iterations=-1), "residual_iterations"),
     (dict(residual_iterations=1.5), "residual_iterations"),
     (dict(residual_iterations=None), "residual_iterations"),
+    (dict(residual_after=0), "residual_after"), (dict(residual_after=2.5), "residual_after"),
 ])
 def test_newton_rejects(kwargs, name):
     _raises_naming(name, jc.Newton, **kwargs)

@@ -57,10 +57,11 @@ therefore alternates two phases, per scene:
   lag-phase step so taken refreshes the lag.
 
 - Residual phase (rigid float64 scenes, exact Newton directions: dense or BiCGSTAB; design
-  notes 43, 51): a step that the two phases have not brought to its root in `iterations`
-  hands over to steps judged by the residual's size f = ½ gᵀ M⁻¹ g(u; ū = u) alone, for up to
-  `residual_iterations` more, from the iterate of the smallest f seen (the phases that
-  circle a root can leave the last one far from it). The exact Newton direction d = -J⁻¹ g
+  notes 43, 51): a step that the two phases have not brought to its root in
+  `residual_after` iterations (20) hands over to steps judged by the residual's size
+  f = ½ gᵀ M⁻¹ g(u; ū = u) alone, until the cap of `iterations` + `residual_iterations`, from
+  the iterate of the smallest f seen (the phases that circle a root can leave the last one
+  far from it). The exact Newton direction d = -J⁻¹ g
   descends on f (∇f·d = -2 f), so the full step is taken where it lowers f by Armijo's
   rule; else the lowest f among the shorter steps along d and, with dense directions,
   Levenberg-Marquardt's (Jᵀ M⁻¹ J + λ diag M) p = -Jᵀ M⁻¹ g (λ shrunk after a full Newton
@@ -190,12 +191,13 @@ class Newton(base.Solver):
     """Newton solver with line search; dense or Krylov linear solves.
 
     Attributes:
-      iterations: static cap of the Newton and lag phases (default 50). With `early_exit`
-        the iterations a step does not need cost nothing; light bodies at large time steps
-        need up to 30-50 at impacts and tipping, and a few tipping steps need the residual
-        phase beyond (`residual_iterations`). `benchmarks/convergence.py`: 99.93 % of the
-        grid's float64 steps and 99.64 % of its float32 steps converge with the defaults
-        (design notes 43, 44).
+      iterations: static cap of the Newton and lag phases (default 50; in scenes with a
+        residual phase they hand over to it after `residual_after`). With `early_exit` the
+        iterations a step does not need cost nothing; light bodies at large time steps need
+        up to 30-50 at impacts and tipping, and some tipping steps need the residual phase
+        (`residual_iterations`). `benchmarks/convergence.py`: 99.94 % of the grid's float64
+        steps and 99.64 % of its float32 steps converge with the defaults (design notes 43,
+        44, 51).
       patience: a scene's solve stops, `Result.STALLED`, after this many iterations (default
         12) that do not halve its residual once it is within `base.STALL_BAND` tolerances:
         float32 solves held at their rounding there (box_drop's resting boxes) would
@@ -203,11 +205,16 @@ class Newton(base.Solver):
       residual_iterations: iterations of the residual phase (module docstring) allowed
         beyond `iterations` (default 150; 0: none): the loop's cap is their sum (`cap`).
         Rigid float64 scenes with exact Newton directions (dense or BiCGSTAB) and loops that
-        exit early only; elsewhere the cap is `iterations`. It starts once `iterations` are
-        spent, from the iterate of the smallest residual seen. The tipping steps it
-        converges took 60-150 iterations in all; a step without a root runs the whole cap.
-        On the convergence grid it took float64 from 99.88 % to 99.94 % (design note 43);
-        it took the 400-sphere pile from 78 % to 98 % of steps converged (design note 51).
+        exit early only; elsewhere the cap is `iterations`. A step that the solver does not
+        converge in its first `residual_after` iterations (default 20, at most `iterations`)
+        enters it, from the iterate of the smallest residual seen. The tipping steps it
+        converges took 45-130 iterations in all; a step without a root runs the whole cap.
+        On the convergence grid float64 went from 99.88 % without it to 99.94 % (design
+        notes 43, 51); the 400-sphere pile from 78 % of steps converged to 100 %.
+      residual_after: iterations of the Newton and lag phases after which an unconverged
+        step enters the residual phase, where it runs (default 20; `iterations` where
+        smaller). Entering at 50 instead converged 98 % of the 400-sphere pile's steps with
+        14 % more iterations, and 99.922 % of the grid's float64 steps (design note 51).
       line_search: number of step lengths tried per iteration (1 = always the full step).
       linear: how each direction is solved. "auto" (default): "dense" up to
         `linear.DENSE_MAX` unknowns (16 bodies), "bicgstab" above, so default settings scale
@@ -236,6 +243,7 @@ class Newton(base.Solver):
     iterations: int = 50
     patience: int | None = 12
     residual_iterations: int = 150
+    residual_after: int = 20
     line_search: int = 8
     carries_residual = True
     linear: str = "auto"
@@ -246,6 +254,7 @@ class Newton(base.Solver):
         super().__post_init__()
         base.check_int(self, "line_search")
         base.check_int(self, "residual_iterations", low=0)
+        base.check_int(self, "residual_after")
         base.check_choice(self, "preconditioner", linear.PRECONDITIONERS)
         if self.krylov_iterations is not None:
             base.check_int(self, "krylov_iterations")
@@ -290,12 +299,12 @@ class Newton(base.Solver):
     def escalate(self, args, carry, used):
         if not self.has_residual_phase(args[0], carry[0].shape[0]):
             return carry
-        # once `iterations` are spent: a step the other phases converge within them is
-        # untouched (entering on a stall took float32 steps from lag phases that converged)
-        # It starts from the iterate of the smallest residual seen (f = ½ gᵀ M⁻¹ g): the lag
+        # once `residual_after` iterations are spent: a step the other phases converge within
+        # them is untouched (entering on a stall took float32 steps from lag phases that
+        # converged). It starts from the iterate of the smallest residual seen (f = ½ gᵀ M⁻¹ g): the lag
         # and Newton phases that circle a root can leave the last one far from it
         u, lag, newton, g, noise, tau, reweight, residual, damping, best = carry
-        entering = (used >= self.iterations) & (residual == 0)
+        entering = (used >= min(self.residual_after, self.iterations)) & (residual == 0)
         pick = lambda a, b: jnp.where(entering, a, b)  # noqa: E731
         return (pick(best[0], u), pick(best[0], lag), pick(1.0, newton).astype(newton.dtype),
                 pick(best[1], g), pick(best[2], noise), tau, pick(0.0, reweight).astype(
