@@ -447,13 +447,6 @@ class Newton(base.Solver):
             problem, u, jnp.where(residual > 0, u, lag), jnp.maximum(newton, residual), tau,
             reweight, args, tol)
         phase = self.has_residual_phase(args[0], u.shape[0])
-        if phase and jac is not None:
-            # dense: Levenberg-Marquardt's direction too, for the residual phase's trials
-            lm = loop.where_needed(residual > 0, _levenberg_marquardt,
-                                   jnp.zeros_like(direction), (jac, mass, r, damping),
-                                   branch=self.loops_exit_early)
-        else:
-            lm = None
         floor = self._floor(problem, u, r, noise, floor_u, loose, args, tol)
         # the full step: its change of Φ(·; ū) and its true gradient
         full_point = u + direction
@@ -491,8 +484,12 @@ class Newton(base.Solver):
         settled = full & ((newton > 0) | near)
         if phase:
             settled = settled | (residual > 0)
-        taken = (full_point, full_point, jnp.ones_like(newton), g_full, noise_full, tau,
-                 jnp.zeros_like(newton))
+
+        def moved_to(point, g, noise):
+            # the carry's first seven at an accepted point: the lag moves with it, Newton next
+            return (point, point, jnp.ones_like(newton), g, noise, tau, jnp.zeros_like(newton))
+
+        taken = moved_to(full_point, g_full, noise_full)
 
         def search(operands):
             return self._search(problem, *operands)
@@ -513,29 +510,30 @@ class Newton(base.Solver):
         enough = base.finite(g_full) & (size_full <= (1.0 - 2.0 * _ARMIJO) * size0)
 
         def shorter(operands):
-            u, g, noise, size0, direction, lm, args = operands
+            u, g, noise, size0, direction, jac, damping, args = operands
             mass = problem.mass(args)
             steps = self.steps(u.dtype)[1:]
             trial = u[None, :] + steps[:, None] * direction[None, :]
-            if lm is not None:
+            if jac is not None:
+                # dense: Levenberg-Marquardt's step too
+                lm = _levenberg_marquardt((jac, mass, mass.solve(g), damping))
                 trial = jnp.concatenate([trial, (u + lm)[None, :]])
             grads, noises = jax.vmap(lambda v: problem.gradient_noise(v, args, v))(trial)
             sizes = jax.vmap(lambda g: _size(mass, g))(grads)
             sizes = jnp.where(jnp.isfinite(sizes), sizes, jnp.inf)
             pick = jnp.argmin(sizes)
             lower = sizes[pick] < size0
-            lm_lower = (sizes[-1] < size0) if lm is not None else lower
+            lm_lower = (sizes[-1] < size0) if jac is not None else lower
             return (jnp.where(lower, trial[pick], u), jnp.where(lower, grads[pick], g),
                     jnp.where(lower, noises[pick], noise), lm_lower)
 
         u_r, g_r, noise_r, lm_lower = loop.where_needed(
             (residual > 0) & ~enough, shorter,
             (full_point, g_full, noise_full, jnp.ones((), bool)),
-            (u, g, noise, size0, direction, lm, args), branch=self.loops_exit_early)
+            (u, g, noise, size0, direction, jac, damping, args), branch=self.loops_exit_early)
         damping_r = jnp.where(lm_lower, jnp.maximum(_DAMPING_MIN, 0.1 * damping),
                               jnp.minimum(_DAMPING_MAX, 10.0 * damping))
-        after = (u_r, u_r, jnp.ones_like(newton), g_r, noise_r, tau, jnp.zeros_like(newton),
-                 residual, damping_r)
+        after = (*moved_to(u_r, g_r, noise_r), residual, damping_r)
         new = jax.tree.map(lambda a, b: jnp.where(residual > 0, a, b), after,
                            (*new, residual, damping))
         ok = ok | (residual > 0)
