@@ -301,8 +301,9 @@ class Newton(base.Solver):
             return carry
         # once `residual_after` iterations are spent: a step the other phases converge within
         # them is untouched (entering on a stall took float32 steps from lag phases that
-        # converged). It starts from the iterate of the smallest residual seen (f = ½ gᵀ M⁻¹ g): the lag
-        # and Newton phases that circle a root can leave the last one far from it
+        # converged). It starts from the iterate of the smallest residual seen
+        # (f = ½ gᵀ M⁻¹ g): the lag and Newton phases that circle a root can leave the last
+        # one far from it
         u, lag, newton, g, noise, tau, reweight, residual, damping, best = carry
         entering = (used >= min(self.residual_after, self.iterations)) & (residual == 0)
         pick = lambda a, b: jnp.where(entering, a, b)  # noqa: E731
@@ -506,7 +507,7 @@ class Newton(base.Solver):
         # rule (the direction descends on f: ∇f·d = -2 f); else the lowest f among the
         # shorter Newton steps and (dense) Levenberg-Marquardt's step, its damping shrunk
         # after the full step or where its own step lowered f, and raised where not
-        size0, size_full = _size(mass, g), _size(mass, g_full)
+        size0, size_full = jnp.dot(g, r), _size(mass, g_full)   # r = M⁻¹ g, above
         enough = base.finite(g_full) & (size_full <= (1.0 - 2.0 * _ARMIJO) * size0)
 
         def shorter(operands):
