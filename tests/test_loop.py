@@ -91,6 +91,30 @@ def test_every_working_width_gives_the_same_answers(starts, monkeypatch):
         np.testing.assert_array_equal(np.asarray(used), expected, f"width {width}")
 
 
+def test_working_width_holds_at_most_its_unknowns(monkeypatch):
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    cap, dofs = loop._WORKING_WIDTH_CPU, loop._WORKING_DOFS_CPU
+    assert loop.working_width(1024) == cap
+    assert loop.working_width(3) == 3
+    for unknowns in (1, 6, 12, 48, 96, 97, 10_000):
+        width = loop.working_width(1024, unknowns)
+        assert 1 <= width <= cap
+        # as many scenes as fit the unknowns' budget, at least one
+        assert width == 1 or width * unknowns <= dofs
+        assert width == cap or (width + 1) * unknowns > dofs
+    assert loop.working_width(2, 6) == 2
+
+
+def test_a_narrow_working_set_gives_the_same_answers(starts, monkeypatch):
+    x0, step = starts
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    init = (x0, jnp.zeros_like(x0, jnp.int32), x0 <= 0.0)
+    run = jax.vmap(lambda i, s: loop.until_done(_iteration, i, (s, 0.0), CAP, lambda c: c[2],
+                                                unknowns=loop._WORKING_DOFS_CPU // 3))
+    _, used, _ = run(init, step)
+    np.testing.assert_array_equal(np.asarray(used), _expected_iterations(x0, step))
+
+
 # --- where_needed ---------------------------------------------------------------------------
 
 def _where_needed(needed, x, scale, branch=True):

@@ -263,7 +263,8 @@ class Solver:
                 jnp.full((), jnp.inf, g_start.dtype), jnp.zeros((), jnp.int32))
         cap = self.cap(args, points.shape[1])
         if self.loops_exit_early:
-            final = loop.until_done(body, init, (args, tol), cap, lambda s: s[2])
+            final = loop.until_done(body, init, (args, tol), cap, lambda s: s[2],
+                                    unknowns=points.shape[1])
         else:
             final = loop.iterate(lambda s: body(s, (args, tol)), init, cap, False,
                                  lambda s: s[2])

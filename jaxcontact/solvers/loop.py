@@ -16,9 +16,13 @@ at most `working_width(B)` (16) of the scenes still iterating, gathered by index
 back by index, so the few scenes that need many iterations no longer hold up the rest. On
 the 2-core CPU, box_drop at B = 1024 ran 7x faster than with the plain loop (13,500 against
 1,900 scene-steps/s, 200 steps); wider working sets were slower there (16: 13,500; 32: 7,800;
-128: 6,300), narrower too (8: 10,100). On accelerators a pass should cost kernel launches
-more than scenes, so there the batch runs whole, as a plain loop would; that is not measured
-yet (design note 18).
+128: 6,300), narrower too (8: 10,100). A pass costs its whole width however few of its
+slots still run, so where one scene's iteration costs far more than a pass's fixed cost the
+set is narrower: at most `_WORKING_DOFS_CPU` (96) unknowns in all. 8 colliding boxes per
+scene (48 unknowns) at B = 64 ran 1.7x faster with 2 scenes per pass than with 16 (50.0
+against 29.9 scene-steps/s; 1: 49.7, 4: 48.5; design note 53). On accelerators a pass should
+cost kernel launches more than scenes, so there the batch runs whole, as a plain loop would;
+that is not measured yet (design note 18).
 
 Both `until_done` and `where_needed` are `custom_vmap`s, whose primal form is traced even
 when only the batching rule runs. The function they run is traced there once (`_Traced`),
@@ -32,8 +36,10 @@ import jax
 import jax.extend
 import jax.numpy as jnp
 
-# the working set of `until_done` under vmap on CPU (measured: module docstring)
+# the working set of `until_done` under vmap on CPU: at most this many scenes, and at most
+# `_WORKING_DOFS_CPU` unknowns in all (measured: module docstring)
 _WORKING_WIDTH_CPU = 16
+_WORKING_DOFS_CPU = 96
 
 
 def iterate(iteration, init, length, early_exit, done):
@@ -49,22 +55,27 @@ def iterate(iteration, init, length, early_exit, done):
     return jax.lax.scan(lambda c, _: (iteration(c), None), init, None, length=length)[0]
 
 
-def working_width(batch: int) -> int:
-    """How many scenes of a vmapped batch of `batch` one pass of `until_done` iterates: at
-    most 16 on CPU, the whole batch on accelerators."""
+def working_width(batch: int, unknowns: int | None = None) -> int:
+    """How many scenes of a vmapped batch of `batch`, each of `unknowns` unknowns (None: not
+    known), one pass of `until_done` iterates: on CPU at most 16, and at most 96 unknowns in
+    all (one scene at least); on accelerators the whole batch."""
     if jax.default_backend() != "cpu":
         return batch
-    return min(batch, _WORKING_WIDTH_CPU)
+    width = _WORKING_WIDTH_CPU
+    if unknowns is not None:
+        width = min(width, max(1, _WORKING_DOFS_CPU // max(1, unknowns)))
+    return min(batch, width)
 
 
-def until_done(iteration, init, operands, length, done):
+def until_done(iteration, init, operands, length, done, unknowns=None):
     """state = iteration(state, operands) until done(state) or `length` iterations, per scene.
 
     A forward-only while loop (not reverse-differentiable). iteration must leave a scene whose
     done(state) holds unchanged. Everything the iteration reads is passed in `operands` (no
     batched values closed over: the batching rule must see them). Under vmap, scenes iterate
-    in passes over a working set of the unfinished ones (module docstring); each scene still
-    runs at most `length` iterations, and its answer is the same as alone.
+    in passes over a working set of the unfinished ones (module docstring), whose width
+    `working_width` sets from the batch and each scene's `unknowns`; each scene still runs at
+    most `length` iterations, and its answer is the same as alone.
     """
     traced = _Traced(iteration)
 
@@ -81,7 +92,7 @@ def until_done(iteration, init, operands, length, done):
             init, init_batched)
         axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
         step = jax.vmap(traced.replay, in_axes=(0, axes))
-        width = working_width(batch)
+        width = working_width(batch, unknowns)
 
         def running(state, count):
             return ~jax.vmap(done)(state) & (count < length)
