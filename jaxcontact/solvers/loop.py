@@ -18,9 +18,11 @@ the 2-core CPU, box_drop at B = 1024 ran 7x faster than with the plain loop (13,
 1,900 scene-steps/s, 200 steps); wider working sets were slower there (16: 13,500; 32: 7,800;
 128: 6,300), narrower too (8: 10,100). A pass costs its whole width however few of its
 slots still run, so where one scene's iteration costs far more than a pass's fixed cost the
-set is narrower: at most `_WORKING_DOFS_CPU` (96) unknowns in all. 8 colliding boxes per
-scene (48 unknowns) at B = 64 ran 1.7x faster with 2 scenes per pass than with 16 (50.0
-against 29.9 scene-steps/s; 1: 49.7, 4: 48.5; design note 53). On accelerators a pass should
+set is narrower: at most `_WORKING_DOFS_CPU` (192) unknowns in all. At B = 64, 8 colliding
+boxes per scene (48 unknowns) ran 1.6x faster with 4 scenes per pass than with 16 (48.5
+against 29.9 scene-steps/s; 2: 50.0, 1: 49.7), and 4 boxes (24 unknowns) 1.3x faster with
+8; but the demo's box and sphere (12 unknowns, B = 1024) ran 1.6x slower with 8 than with
+16 (design note 53). On accelerators a pass should
 cost kernel launches more than scenes, so there the batch runs whole, as a plain loop would;
 that is not measured yet (design note 18).
 
@@ -39,7 +41,7 @@ import jax.numpy as jnp
 # the working set of `until_done` under vmap on CPU: at most this many scenes, and at most
 # `_WORKING_DOFS_CPU` unknowns in all (measured: module docstring)
 _WORKING_WIDTH_CPU = 16
-_WORKING_DOFS_CPU = 96
+_WORKING_DOFS_CPU = 192
 
 
 def iterate(iteration, init, length, early_exit, done):
@@ -57,7 +59,7 @@ def iterate(iteration, init, length, early_exit, done):
 
 def working_width(batch: int, unknowns: int | None = None) -> int:
     """How many scenes of a vmapped batch of `batch`, each of `unknowns` unknowns (None: not
-    known), one pass of `until_done` iterates: on CPU at most 16, and at most 96 unknowns in
+    known), one pass of `until_done` iterates: on CPU at most 16, and at most 192 unknowns in
     all (one scene at least); on accelerators the whole batch."""
     if jax.default_backend() != "cpu":
         return batch
