@@ -22,9 +22,8 @@ set is narrower: at most `_WORKING_DOFS_CPU` (192) unknowns in all. At B = 64, 8
 boxes per scene (48 unknowns) ran 1.6x faster with 4 scenes per pass than with 16 (48.5
 against 29.9 scene-steps/s; 2: 50.0, 1: 49.7), and 4 boxes (24 unknowns) 1.3x faster with
 8; but the demo's box and sphere (12 unknowns, B = 1024) ran 1.6x slower with 8 than with
-16 (design note 53). On accelerators a pass should
-cost kernel launches more than scenes, so there the batch runs whole, as a plain loop would;
-that is not measured yet (design note 18).
+16 (design note 53). On accelerators a pass should cost kernel launches more than scenes, so
+there the batch runs whole, as a plain loop would; that is not measured yet (design note 18).
 
 Both `until_done` and `where_needed` are `custom_vmap`s, whose primal form is traced even
 when only the batching rule runs. The function they run is traced there once (`_Traced`),
@@ -59,8 +58,9 @@ def iterate(iteration, init, length, early_exit, done):
 
 def working_width(batch: int, unknowns: int | None = None) -> int:
     """How many scenes of a vmapped batch of `batch`, each of `unknowns` unknowns (None: not
-    known), one pass of `until_done` iterates: on CPU at most 16, and at most 192 unknowns in
-    all (one scene at least); on accelerators the whole batch."""
+    known), one pass of `until_done` iterates: on CPU at most `_WORKING_WIDTH_CPU` scenes
+    holding at most `_WORKING_DOFS_CPU` unknowns in all (one scene at least); on
+    accelerators the whole batch."""
     if jax.default_backend() != "cpu":
         return batch
     width = _WORKING_WIDTH_CPU
