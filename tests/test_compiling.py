@@ -105,3 +105,38 @@ def test_nested_first_call_keeps_its_keyword_arguments():
     x = jnp.linspace(0.5, 1.5, 4)
     nested = jax.jit(lambda y: scaled(y, power=3))(x)
     assert float(nested) == pytest.approx(float(jnp.sum(x ** 3)), rel=1e-6)
+
+
+def test_traced_with_the_collector_rarely_run_and_thresholds_restored():
+    """The function `jit` compiles is traced with the youngest generation's threshold raised
+    to `TRACING_GC_THRESHOLD`, the older ones untouched; the process's thresholds are back
+    after the trace, after a failed trace, and a threshold already higher stays as it is."""
+    import gc
+
+    seen = []
+
+    def recorder(x):
+        seen.append(gc.get_threshold())
+        return 2.0 * x
+
+    def failing(x):
+        raise RuntimeError("trace failed")
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        x = jnp.arange(3.0)
+        assert list(jc.jit(recorder)(x)) == [0.0, 2.0, 4.0]
+        assert seen == [(compiling.TRACING_GC_THRESHOLD, 10, 10)]
+        assert gc.get_threshold() == (700, 10, 10)
+        jc.jit(recorder).lower(x + 1.0)     # `lower` traces too
+        assert seen[-1] == (compiling.TRACING_GC_THRESHOLD, 10, 10)
+        with pytest.raises(RuntimeError, match="trace failed"):
+            jc.jit(failing)(x)
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(10 * compiling.TRACING_GC_THRESHOLD, 5, 5)
+        jc.jit(recorder)(jnp.arange(4.0))
+        assert seen[-1] == (10 * compiling.TRACING_GC_THRESHOLD, 5, 5)
+        assert gc.get_threshold() == (10 * compiling.TRACING_GC_THRESHOLD, 5, 5)
+    finally:
+        gc.set_threshold(*before)
