@@ -10,21 +10,21 @@ instead of 69 s (design note 45). XLA's YNNPACK library fusions (reductions and 
 handed to a library kernel) ran the small per-element reductions of the energies' local
 Hessians slower than XLA's own loops: a chain of 40 boxes stepped in 6.8 ms instead of
 10.3 ms, a 100-sphere pile in 99 instead of 113 ms, box_drop as fast (design note 48).
-`jit` turns both off for the programs it compiles, on the CPU only; elsewhere it is
-`jax.jit`.
-
-Tracing a step allocates millions of short-lived Python objects (tracers, jaxpr variables,
-equations), and CPython's cyclic collector, at its default thresholds (700, 10, 10), spends
-a quarter of the tracing time walking them: box_drop's batched rollout (B = 64, float32, 500
-steps) traced in 4.1 s with them and in 3.0-3.1 s with the youngest generation collected every
-50,000 allocations instead (design note 54). The function a `jit` compiles runs (is traced)
-under those thresholds (`collecting_rarely`), and the process's own are restored after; calls
-of the compiled program do not pay for it.
+`jit` turns both off for the programs it compiles, on the CPU only; elsewhere it adds no
+XLA options.
 
 The setting is per program (`jax.jit`'s `compiler_options`), not global: it applies to what
 `jc.jit` compiles and to nothing else of the process. A `jc.jit` function called inside
 another jitted (or transformed) function is plain `jax.jit` there: it is inlined into the
 outer program and compiled with the outer one's settings.
+
+Tracing a step allocates millions of short-lived Python objects (tracers, jaxpr variables,
+equations), and CPython's cyclic collector, at its default thresholds (700, 10, 10), spends
+a quarter of the tracing time walking them: box_drop's batched rollout (B = 64, float32,
+500 steps) traced in 4.1 s with them and in 3.2 s with the youngest generation collected
+every 50,000 allocations instead (design note 54). On every backend, the function a `jit`
+compiles runs (is traced) under those thresholds (`collecting_rarely`), and the process's
+own are restored after; calls of the compiled program do not pay for it.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def compiler_options(backend: str | None = None) -> dict:
 
 def jit(fun=None, /, **kwargs):
     """`jax.jit(fun, **kwargs)` with `compiler_options()` added (options given in kwargs'
-    `compiler_options` win). Usable as a decorator, with or without arguments:
+    `compiler_options` win), fun traced under `collecting_rarely`. Usable as a decorator, with or without arguments:
 
         run = jc.jit(jax.vmap(rollout_fn))
         @jc.jit
