@@ -20,7 +20,7 @@ outer program and compiled with the outer one's settings.
 
 Tracing a step allocates millions of short-lived Python objects (tracers, jaxpr variables,
 equations), and CPython's cyclic collector, at its default thresholds (700, 10, 10), spends
-a quarter of the tracing time walking them: box_drop's batched rollout (B = 64, float32,
+a fifth of the tracing time walking them: box_drop's batched rollout (B = 64, float32,
 500 steps) traced in 4.1 s with them and in 3.2 s with the youngest generation collected
 every 50,000 allocations instead (design note 54). On every backend, the function a `jit`
 compiles runs (is traced) under those thresholds (`collecting_rarely`), and the process's
@@ -75,7 +75,8 @@ def compiler_options(backend: str | None = None) -> dict:
 
 def jit(fun=None, /, **kwargs):
     """`jax.jit(fun, **kwargs)` with `compiler_options()` added (options given in kwargs'
-    `compiler_options` win), fun traced under `collecting_rarely`. Usable as a decorator, with or without arguments:
+    `compiler_options` win), fun traced under `collecting_rarely`. Usable as a decorator,
+    with or without arguments:
 
         run = jc.jit(jax.vmap(rollout_fn))
         @jc.jit
