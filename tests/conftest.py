@@ -24,6 +24,8 @@ import pathlib
 
 import jax
 
+from jaxcontact.compiling import TRACING_GC_THRESHOLD
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 _CACHE = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
@@ -35,7 +37,8 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 # quarter of the tracing time of a 20-step rollout of a sphere and a box (4.4 s -> 3.4 s with
 # it off). The suite collects rarely instead, and the objects alive after collection (modules,
 # fixtures' scenes) are frozen out of every later collection (`pytest_collection_finish`).
-gc.set_threshold(50_000, 50, 50)
+# (`jc.jit` raises the first threshold to the same value while it traces: compiling.py.)
+gc.set_threshold(TRACING_GC_THRESHOLD, 50, 50)
 
 
 def pytest_collection_finish(session):
