@@ -16,11 +16,14 @@ not finish within `--timeout` s is recorded as such instead of blocking the othe
   ball_chain_10_1s, _40_1s      the same for 500 steps (1 s): the chain hits the ground and
                                 folds onto itself
   pile_100, pile_400            `scenes.sphere_pile(N)`, float64, 100 steps
+  pile_*_frictionless           the same piles without friction (friction=0.0): how much of
+                                the piles' cost is friction's (design note 56)
 
 Every scene is built with `scene.build()` defaults (solver, broad phase), except the dtype.
 Per case: compile_s (lower + compile of the jitted rollout), ms_per_step (best wall time of
 the compiled call over `--repeats` runs / steps), converged (fraction of steps whose
-`StepInfo.converged` holds) and a physical sanity number.
+`StepInfo.converged` holds), iterations_mean (solver iterations per step; not for box_drop)
+and a physical sanity number.
 
 Usage:
     python benchmarks/step_cost.py [--cases box_drop_b1 s1_chain_10 ...] [--name NAME]
@@ -41,7 +44,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import compiler_options, jit, log, provenance, write_results  # noqa: E402
 
 CASES = ("box_drop_b1", "box_drop_b1024", "s1_chain_10", "s1_chain_40", "ball_chain_10",
-         "ball_chain_40", "ball_chain_10_1s", "ball_chain_40_1s", "pile_100", "pile_400")
+         "ball_chain_40", "ball_chain_10_1s", "ball_chain_40_1s", "pile_100", "pile_400",
+         "pile_100_frictionless", "pile_400_frictionless")
+# what a run without --cases measures (the frictionless piles are a probe: design note 56)
+DEFAULT_CASES = CASES[:-2]
 
 
 def _box_drop(jc, jax, jnp, batch):
@@ -83,7 +89,7 @@ def _scene_case(jc, jax, jnp, scene, steps):
 
     def run(state):
         final, _, info = jc.rollout(model, state, steps=steps, return_info=True)
-        return final.pos, info.converged
+        return final.pos, info.converged, info.iterations
 
     def sanity(out):
         return {"z_min": float(jnp.min(out[0][:, 2])), "z_mean": float(jnp.mean(out[0][:, 2]))}
@@ -113,7 +119,8 @@ def worker(case):
             scene = _ball_chain(jc, int(case.split("_")[2]))
             steps = 500 if case.endswith("_1s") else 100
         elif case.startswith("pile_"):
-            scene = scenes.sphere_pile(int(case.split("_")[1]))
+            kwargs = {"friction": 0.0} if case.endswith("_frictionless") else {}
+            scene = scenes.sphere_pile(int(case.split("_")[1]), **kwargs)
         else:
             raise SystemExit(f"unknown case {case!r}")
         run, arg, steps, sanity = _scene_case(jc, jax, jnp, scene, steps)
@@ -132,6 +139,7 @@ def worker(case):
            "ms_per_step": 1e3 * min(runs) / steps,
            "scene_steps_per_s": batch * steps / min(runs), "runs_s": runs,
            "converged": float(jnp.mean(out[1])), "compiler_options": compiler_options(),
+           **({"iterations_mean": float(jnp.mean(out[2]))} if len(out) > 2 else {}),
            **sanity(out)}
     print("ROW " + json.dumps(row), flush=True)
 
@@ -142,7 +150,7 @@ REPEATS = 3
 def main():
     global REPEATS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), choices=CASES)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--name", default="step_cost")
