@@ -208,12 +208,12 @@ def test_iteration_cap_is_a_number():
 
 def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
     """The loop's cap: Newton's `iterations` plus `residual_iterations` (default 150) in
-    rigid scenes, float64 or float32, whose directions are exact Newton ones (dense or
-    BiCGSTAB) and whose loops exit early (notes 43, 51, 56), else `iterations`."""
+    rigid float64 scenes whose directions are exact Newton ones (dense or BiCGSTAB) and whose
+    loops exit early (notes 43, 51), else `iterations`."""
     scene = jc.Scene()
     scene.add_sphere(0.05, 1.0, (0.0, 0.0, 0.1))
     rigid, _ = scene.build()
-    rigid32, _ = scene.build(dtype=jnp.float32)
+    rigid32, _ = scene.build(dtype=jnp.float32)   # float32: the normal equations lose it
     verts, tris = jc.meshes.grid((0.2, 0.2), (3, 3))
     scene.add_cloth(verts, tris, density=1.0, stretch_stiffness=10.0, bend_stiffness=1.0)
     meshes, _ = scene.build()
@@ -226,8 +226,8 @@ def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
                    jc.Newton(ad="unrolled"), jc.Newton(residual_iterations=0)):
         assert not solver.has_residual_phase(rigid, 6), solver
         assert solver.cap(step_args, 6) == 50, solver
-    assert jc.Newton().has_residual_phase(rigid32, 6)
-    assert jc.Newton().cap((rigid32, None), 6) == 200
+    assert not jc.Newton().has_residual_phase(rigid32, 6)
+    assert jc.Newton().cap((rigid32, None), 6) == 50
     assert not jc.Newton().has_residual_phase(meshes, 33)
     assert jc.Newton().cap((meshes, None), 33) == 50
     big = 6 * 17   # 17 bodies: "auto" solves directions by BiCGSTAB

@@ -56,8 +56,8 @@ therefore alternates two phases, per scene:
   rounding unit of the configuration moves Φ's nonlinear terms by (design note 39). A
   lag-phase step so taken refreshes the lag.
 
-- Residual phase (rigid scenes, exact Newton directions: dense or BiCGSTAB; design
-  notes 43, 51, 56): a step that the two phases have not brought to its root in
+- Residual phase (rigid float64 scenes, exact Newton directions: dense or BiCGSTAB; design
+  notes 43, 51): a step that the two phases have not brought to its root in
   `residual_after` iterations (20) hands over to steps judged by the residual's size
   f = ½ gᵀ M⁻¹ g(u; ū = u) alone, until the cap of `iterations` + `residual_iterations`, from
   the iterate of the smallest f seen (the phases that circle a root can leave the last one
@@ -196,22 +196,21 @@ class Newton(base.Solver):
         iterations a step does not need cost nothing; light bodies at large time steps need
         up to 30-50 at impacts and tipping, and some tipping steps need the residual phase
         (`residual_iterations`). `benchmarks/convergence.py`: 99.94 % of the grid's float64
-        steps and 99.64 % of its float32 steps converged with the defaults before float32
-        solves had the residual phase (design notes 43, 44, 51, 56).
+        steps and 99.64 % of its float32 steps converge with the defaults (design notes 43,
+        44, 51).
       patience: a scene's solve stops, `Result.STALLED`, after this many iterations (default
         12) that do not halve its residual once it is within `base.STALL_BAND` tolerances:
         float32 solves held at their rounding there (box_drop's resting boxes) would
         otherwise run to the cap. None: only the cap ends a solve.
       residual_iterations: iterations of the residual phase (module docstring) allowed
         beyond `iterations` (default 150; 0: none): the loop's cap is their sum (`cap`).
-        Rigid scenes with exact Newton directions (dense or BiCGSTAB) and loops that exit
-        early only; elsewhere the cap is `iterations`. A step that the solver does not
+        Rigid float64 scenes with exact Newton directions (dense or BiCGSTAB) and loops that
+        exit early only; elsewhere the cap is `iterations`. A step that the solver does not
         converge in its first `residual_after` iterations (default 20, at most `iterations`)
         enters it, from the iterate of the smallest residual seen. The tipping steps it
         converges took 45-130 iterations in all; a step without a root runs the whole cap.
         On the convergence grid float64 went from 99.88 % without it to 99.94 % (design
-        notes 43, 51); the 400-sphere pile from 78 % of steps converged to 100 %; boxes8
-        (float32, B = 64, 100 steps) from 99.39 % to 99.84 % (design note 56).
+        notes 43, 51); the 400-sphere pile from 78 % of steps converged to 100 %.
       residual_after: iterations of the Newton and lag phases after which an unconverged
         step enters the residual phase, where it runs (default 20; `iterations` where
         smaller). Entering at 50 instead converged 98 % of the 400-sphere pile's steps with
@@ -274,15 +273,15 @@ class Newton(base.Solver):
         return "dense" if linear.dense(n, "auto") else "bicgstab"
 
     def has_residual_phase(self, model, n: int) -> bool:
-        """Whether solves of `model`'s n unknowns may enter the residual phase: rigid scenes
-        (no solids or cloth) whose directions are exact Newton ones (dense or BiCGSTAB: "cg" /
-        "cr" solve the symmetric lagged Hessian, whose direction need not descend on the
-        residual) and whose loops exit early (masked scans would pay its cap at every step;
-        design notes 43, 51). Float32 solves have it too: boxes8 at B = 64 converged 99.84 %
-        of its steps with it and 99.39 % without, box_drop's batches as fast (design note
-        56)."""
+        """Whether solves of `model`'s n unknowns may enter the residual phase: rigid float64
+        scenes (no solids or cloth) whose directions are exact Newton ones (dense or
+        BiCGSTAB: "cg" / "cr" solve the symmetric lagged Hessian, whose direction need not
+        descend on the residual) and whose loops exit early (masked scans would pay its cap
+        at every step; in float32 the normal equations of Levenberg-Marquardt's steps, which
+        square J's condition number, lose the direction; design notes 43, 51)."""
         return (self.residual_iterations > 0 and self.method(n) in ("dense", "bicgstab")
-                and self.loops_exit_early and not model.has_meshes)
+                and self.loops_exit_early and not model.has_meshes
+                and jnp.dtype(model.dt.dtype) == jnp.float64)
 
     def uses_row_model(self, model, n: int) -> bool:
         """Whether lag phases of `model`'s n unknowns take the row model's direction
