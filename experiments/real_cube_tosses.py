@@ -188,7 +188,7 @@ def main():
     r = np.asarray(residual(found.x, win))
     J = np.asarray(found.jacobian)
     sigma2 = float(r @ r) / (len(r) - len(x0))
-    cov = sigma2 * np.linalg.inv(J.T @ J)
+    cov = sigma2 * np.linalg.pinv(J.T @ J)   # a parameter the data do not determine (damping -> 0) leaves J.T J singular
     std_x = np.sqrt(np.diag(cov))
     log(f"fit: {estimate} in {t_fit:.0f} s, {found.iterations} it., {found.simulations} "
         f"evaluations, status {found.status}; corner rms {np.sqrt(np.mean(r ** 2)) * 1e3:.2f} "

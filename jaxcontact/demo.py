@@ -174,11 +174,11 @@ def bounce_scene(restitution=0.9, stiffness=1e4, friction=0.5, dtype=jnp.float64
     """A ball (radius 0.05 m, 1 kg) at (0, 0, 0.5) above the ground plane.
 
     The contact damping of ball and ground is `restitution_to_damping(restitution, stiffness,
-    1 kg)` (ADD Eq. 22). That law is for the continuous contact: the implicit step adds its own
+    1 kg)` (the damped law's restitution). That law is for the continuous contact: the implicit step adds its own
     dissipation, so the bounce measured in the simulation is lower (see `optimize_bounce`).
 
     Args:
-      restitution: coefficient e of ADD Eq. 22, in [0, 1].
+      restitution: coefficient e of the continuous damped contact, in (0, 1].
       stiffness: k_n of ball and ground, N/m (soft enough that a bounce spans ~15 steps).
       friction: Coulomb μ of ball and ground.
       dtype: float dtype.
@@ -389,7 +389,7 @@ def run_demo(batch=1024, out="results/demo.json", seed=0, steps=150, opt_iterati
     say(f"      final:    loss {fin['loss']:.3e}  (vx, vz) = ({fin['vx']:.4f}, {fin['vz']:.4f})"
         f"  miss {1e3 * part2['final_miss_m']:.3f} mm (initial miss "
         f"{1e3 * part2['initial_miss_m']:.0f} mm)")
-    say(f"      bounce: restitution {part2['restitution_requested']} requested (ADD Eq. 22), "
+    say(f"      bounce: restitution {part2['restitution_requested']} requested (continuous contact), "
         f"{part2['restitution_simulated']:.3f} simulated at dt = {DT} s")
 
     report = {

@@ -126,21 +126,31 @@ class Start:
       pos:          (E, kb, 3) body positions (origin for the world).
       quat:         (E, kb, 4) body orientations (identity for the world).
       particle_pos: (E, kp, 3) particle positions.
+      velocity:     (E, 6 kb + 3 kp) the element's local velocity vector at the start of the
+                    step (the state's velocities; zero for the world).
     """
 
     pos: Array
     quat: Array
     particle_pos: Array
+    velocity: Array
 
 
 def gather_start(state, bodies, particles) -> Start:
     """The `Start` of elements touching `bodies` (E, kb) and `particles` (E, kp)."""
     dtype = state.pos.dtype
-    pos = jnp.concatenate([state.pos, jnp.zeros((1, 3), dtype)])
+    zero = jnp.zeros((1, 3), dtype)
+    pos = jnp.concatenate([state.pos, zero])
     quat = jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]], dtype)])
     bodies = jnp.asarray(bodies, jnp.int32)   # -1 picks the appended world row
-    return Start(pos=pos[bodies], quat=quat[bodies],
-                 particle_pos=state.particle_pos[jnp.asarray(particles, jnp.int32)])
+    particles = jnp.asarray(particles, jnp.int32)
+    rigid = jnp.concatenate([jnp.concatenate([state.vel, zero]),
+                             jnp.concatenate([state.ang_vel, zero])], axis=-1)[bodies]
+    velocity = jnp.concatenate([rigid.reshape(bodies.shape[0], -1),
+                                state.particle_vel[particles].reshape(particles.shape[0], -1)],
+                               axis=1)
+    return Start(pos=pos[bodies], quat=quat[bodies], particle_pos=state.particle_pos[particles],
+                 velocity=velocity)
 
 
 @struct.dataclass

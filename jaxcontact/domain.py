@@ -101,17 +101,17 @@ def randomizer(*, mass=None, friction=None, stiffness=None, damping=None, restit
       stiffness:   normal stiffness k_n > 0, replaces (bodies and planes).
       damping:     normal damping k_d >= 0 in N s/m, replaces (bodies and planes). It is not
                    re-derived from mass or stiffness: randomizing those alone changes the
-                   restitution (ADD Eq. 22); use `restitution` to hold or randomize that.
-      restitution: coefficient of restitution e in [0, 1] of each body bouncing on plane 0
-                   (the ground), for the `linear` normal law. Sets the contact damping of ADD
-                   Eq. 22, k_d = `restitution_to_damping(e, k, m)`, with the body's mass m and
+                   restitution (`jc.damping_to_restitution`); use `restitution` to hold or randomize that.
+      restitution: coefficient of restitution e in (0, 1] of each body bouncing on plane 0
+                   (the ground), for the `linear` normal law. Sets the contact damping of the
+                   damped law, k_d = `restitution_to_damping(e, k, m)`, with the body's mass m and
                    k the pair stiffness with plane 0 (the harmonic mean of the body's and the
                    plane's, both as randomized). A pair's damping is the mean of its sides', so
                    each plane's damping is set to 0 and each body's to 2 k_d: its contact with
                    plane 0 (and with any plane of the same stiffness) has damping k_d exactly.
                    Contacts between two bodies, or with an obstacle, are not set to e: they
                    get the mean of the sides' dampings (two alike bodies: 2 k_d, 2√2 times
-                   Eq. 22's at their reduced mass m/2, so they rebound less than e). The scene
+                   the law's at their reduced mass m/2, so they rebound less than e). The scene
                    must have a plane, `planes` be True, every body be randomized, and there be
                    no particles (their contacts with planes would lose the planes' damping);
                    not together with `damping`.
@@ -231,7 +231,7 @@ class Randomizer:
                 if self.planes and n_plane:
                     plane = plane.replace(**{name: draw(name, (n_plane,), planes=True)})
         if "restitution" in dists:
-            # pair stiffness with plane 0, and the damping of ADD Eq. 22 for it
+            # pair stiffness with plane 0, and the damping that gives e for it
             k = combine(geom.stiffness, plane.stiffness[0], HOW["stiffness"])
             k_d = restitution_to_damping(draw("restitution", (n,))[of_geom], k,
                                          body.mass[of_geom])

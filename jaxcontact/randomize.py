@@ -48,7 +48,7 @@ def randomize(model: Model, state: State, key, batch: int, *, mass=None, frictio
       stiffness: (low, high) normal stiffness k_n, replaces (bodies and planes).
       damping:   (low, high) normal damping k_d in N s/m, replaces (bodies and planes). It is
                  not re-derived from mass or stiffness: randomizing those alone changes the
-                 restitution (ADD Eq. 22; see `jc.restitution_to_damping`).
+                 restitution (see `jc.restitution_to_damping`).
       pos:       (low, high) offsets in m *added* to the built positions; low and high are
                  numbers (same range on x, y, z) or 3-vectors (one range per axis).
       vel:       (low, high) absolute linear velocities in m/s (replace the built ones),

@@ -980,7 +980,7 @@ class Scene:
             out.append(Gravity(len(self._bodies)))
         if self._particles:
             out.append(Gravity(len(self._particles), particles=True))
-        out += self._contact_terms(Laws(contact.normal, float(contact.power), contact.friction),
+        out += self._contact_terms(Laws(contact.normal, float(contact.power), contact.friction, contact.coupling),
                                    broad_phase)
         for vector in (False, True):   # the row form by the rest length at build time
             springs = tuple(i for i, r in enumerate(self._springs)
@@ -1095,7 +1095,8 @@ class Scene:
                                   friction_eps=jnp.asarray(contact.friction_eps, dtype),
                                   smooth_width=jnp.asarray(contact.smooth_width, dtype),
                                   normal=contact.normal, power=float(contact.power),
-                                  friction=contact.friction),
+                                  friction=contact.friction, coupling=contact.coupling,
+                                  relinearize=contact.relinearize),
             spring=Spring(anchor_a=column(self._springs, "anchor_a", 3),
                           anchor_b=column(self._springs, "anchor_b", 3),
                           rest_length=column(self._springs, "rest_length"),

@@ -264,7 +264,7 @@ def contact_point_cube(n_per_edge, *, half=0.1, mass=1.0, stiffness0=1e4, dampin
       mass: kg.
       stiffness0, damping0: nominal k_n,0 (N/m) and k_d,0 (N s/m). damping0 defaults to the
         value giving restitution 0.5 for the total (scaled) contact, stiffness0 and `mass`
-        (`jc.restitution_to_damping`, ADD Eq. 22).
+        (`jc.restitution_to_damping`).
       scale: divide both by n² (the paper's scaling).
       height: initial gap between the lowest face and the ground, m (default 1 mm); the
         cube starts flat (axis-aligned).

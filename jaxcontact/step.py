@@ -1,10 +1,11 @@
 """`step` and `rollout`: the only place where physics (the terms) and solvers meet.
 
 One step: prepare the step's problem from (model, state, control) (`terms.prepare`: every
-term's elements, the mass and ũ, once), solve it with `model.solver`, whose adjoint object
-attaches implicit gradients to the solution (`solvers.adjoint`), and advance the state by
-q+(u) (`dofs`). Gradients of a rollout therefore cost one transposed linear solve per step
-and keep O(steps × state) memory, independent of solver iterations.
+term's elements with contact linearized at the start of the step, the mass and ũ, once),
+minimize its potential with `model.solver`, whose adjoint object attaches implicit gradients
+to the solution (`solvers.adjoint`), and advance the state by q+(u) (`dofs`). Gradients of a
+rollout therefore cost one linear solve per step and keep O(steps × state) memory,
+independent of solver iterations.
 """
 
 from __future__ import annotations
@@ -53,12 +54,18 @@ def step(model: Model, state: State, control: Control | None = None):
     solver.check(model)
     args = (model, terms.prepare(model, state, control))
     with jax.named_scope("solve"):
-        u, stats = solver.gradients.solve(solver, terms.PROBLEM, dofs.velocity(state), args)
+        u, stats = solver.gradients.solve(solver, terms.PROBLEM, None, args)
+    for _ in range(model.contact.relinearize):
+        with jax.named_scope("relinearize"):
+            args = (model, terms.prepare(model, state, control, at=u))
+            u, again = solver.gradients.solve(solver, terms.PROBLEM, u, args)
+        stats = {**again, "iterations": stats["iterations"] + again["iterations"]}
     gap = jax.lax.stop_gradient(terms.contact_gaps(u, args))
+    impulse = jax.lax.stop_gradient(terms.contact_impulses(u, args))
     info = StepInfo(
         residual=stats["residual"], iterations=stats["iterations"],
         converged=stats["converged"], result=stats["result"],
-        active_contacts=jnp.sum(gap < 0.0).astype(jnp.int32),
+        active_contacts=jnp.sum(impulse > 0.0).astype(jnp.int32),
         max_penetration=jnp.max(jnp.maximum(-gap, 0.0), initial=0.0),
         overflow=args[1].overflow, tolerance=stats["tolerance"])
     return advance(model, state, u), info

@@ -385,6 +385,9 @@ class ContactParams:
       normal:    static law name: "linear" | "power" | "smooth".
       power:     static exponent p of the `power` law (p >= 2).
       friction:  static law name: "huber" | "pseudo_huber" | "tanh" | "linear".
+      coupling:  static, how friction's bound follows the normal impulse: "cone" | "lagged".
+      relinearize: static number of times a step's contact is linearized again at its
+                 answer and solved again (`jc.Contact`).
     """
 
     friction_stiffness: Array
@@ -393,6 +396,8 @@ class ContactParams:
     normal: str = static(default="linear")
     power: float = static(default=3.0)
     friction: str = static(default="huber")
+    coupling: str = static(default="cone")
+    relinearize: int = static(default=0)
 
 
 @struct.dataclass
@@ -521,8 +526,9 @@ RESULT_MESSAGES = {
     Result.MAX_ITERATIONS: "not converged: iteration cap reached (raise `iterations`, lower dt "
                            "or loosen `tol`)",
     Result.NONFINITE: "non-finite residual (NaN/inf): the step diverged",
-    Result.STALLED: "not converged: the residual stopped falling (no halving in `patience` "
-                    "iterations; lower dt, or raise `patience`)",
+    Result.STALLED: "not converged: the line search found no decrease of the step's "
+                    "potential along Newton's direction (the residual is at its rounding: "
+                    "loosen `tol` or use float64)",
 }
 
 
@@ -535,7 +541,8 @@ class StepInfo:
       iterations:      ()  iterations used (int).
       converged:       ()  bool, residual <= tol.
       result:          ()  int code of `Result`.
-      active_contacts: ()  number of contact candidates in penetration (int).
+      active_contacts: ()  number of contact rows that push (a positive normal impulse over
+                           the step; int).
       max_penetration: ()  largest penetration depth, m (0 if none).
       overflow:        ()  bool, the broad phase found more candidate pairs than its
                            buffer holds (some were dropped this step); see `jc.BroadPhase`.

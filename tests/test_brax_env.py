@@ -11,8 +11,8 @@
 
 Compilation dominates: the fixture's program holds the step twice (the wrapped environment
 and the reference), and the scenes use the `Descent` solver, whose step compiles in about 60%
-of the time of `Newton`'s; the adapter is the same for every solver. Descent needs up to ~50
-iterations on these steps (Newton 2-9), hence its cap of 100.
+of the time of `Newton`'s; the adapter is the same for every solver. Descent needs up to ~150
+iterations on these steps (Newton 1-3), hence its cap of 200.
 """
 
 import importlib
@@ -38,11 +38,12 @@ EPISODE = 3     # steps per episode in the wrapped run
 STEPS = 7       # wrapped steps: episodes end after steps 3 and 6 (1-based)
 NAN_STEP = 3    # 0-based step at which environment 1 gets a NaN action
 NAN_REWARD = -7.0
-SOLVER = jc.Descent(iterations=100)
+SOLVER = jc.Descent(iterations=200)
 # the adapter and the reference are the same float64 operations compiled twice in one
 # program: XLA may fuse them differently, so the last bits may differ (positions ~0.5 m,
 # float64 rounding ~1e-16 of that; they agree exactly today)
 _TOL = 1e-12
+_SOLVE_TOL = 1e-9   # what two separately compiled solves of one step agree to (Descent, tol 1e-10)
 
 
 def _push(**kw):
@@ -118,13 +119,19 @@ def test_step_is_jc_step(run):
     finite = np.ones_like(plain)
     finite[NAN_STEP, 1] = False
     # the reward is the step's, also on the steps that end an episode
-    _close("reward", np.asarray(after.reward)[finite], np.asarray(ref_reward)[finite])
+    # (on the steps that end an episode the two programs' solves agree within the solver's
+    # tolerance, 1e-10 m/s, not to the last digits: their states are not compared above)
+    _close("reward", np.asarray(after.reward)[finite], np.asarray(ref_reward)[finite],
+           _SOLVE_TOL)
     _close("metrics.reward", after.metrics["reward"], after.reward, 0.0)
     _close("metrics.residual", np.asarray(after.metrics["residual"])[finite],
-           np.asarray(ref_info.residual)[finite])
-    for name in ("iterations", "converged"):
-        _close(f"metrics.{name}", np.asarray(after.metrics[name])[finite],
-               np.asarray(getattr(ref_info, name))[finite], 0.0)
+           np.asarray(ref_info.residual)[finite], _SOLVE_TOL)
+    _close("metrics.converged", np.asarray(after.metrics["converged"])[finite],
+           np.asarray(ref_info.converged)[finite], 0.0)
+    # iteration counts: Descent's path through friction's stick/slip switches follows the
+    # rounding of the program it is compiled into, so only where the states were compared
+    _close("metrics.iterations", np.asarray(after.metrics["iterations"])[plain],
+           np.asarray(ref_info.iterations)[plain], 0.0)
     assert np.all(np.asarray(ref_info.converged)[finite]), "a step did not converge"
     # the ball moved: the comparison is not between two resting states
     moved = np.abs(np.asarray(ref_state.pos - run["before"].state.pos))[plain]

@@ -121,85 +121,37 @@ def test_bad_broad_phase_raises(kwargs, name):
         jc.BroadPhase(**kwargs)
 
 
-def _row_of_spheres():
-    """(model, context) of a row of 12 spheres on the ground, touching pairs at one end and
-    far apart at the other (sweep: 66 slots, a few filled)."""
+@jax.jit
+def _assembled(model, state):
+    """Φ, ∇Φ and the dense Hessian at velocities pressing a row of spheres together, and the
+    numbers of filled and of all broad-phase slots."""
+    args = (model, _context(model, state))
+    u = terms.free_flight(args) + jnp.tile(jnp.asarray([0.2, 0.0, -0.1, 0.0, 0.5, 0.0]),
+                                           model.n_body)
+    g, hessian = terms.hessian(u, args)
+    slots = [el.live for el in args[1].elements if el.live is not None]
+    live = sum(jnp.sum(s) for s in slots) if slots else jnp.zeros((), jnp.int32)
+    return (terms.value(u, args), g, hessian.dense()), (live, sum(s.shape[0] for s in slots))
+
+
+def test_empty_broad_phase_slots_add_nothing_to_the_step():
+    # a row of 12 spheres on the ground, touching pairs at one end and far apart at the other:
+    # the sweep's 66 slots, a few filled, pose the same Φ, gradient and Hessian as the 66
+    # static pairs of all-pairs (whose distant pairs are inactive rows)
     scene = jc.Scene(dt=0.002)
     scene.add_plane()
     for k in range(12):
         scene.add_sphere(0.05, 1.0, (0.099 * k if k < 4 else 0.3 * k, 0.0, 0.05))
-    model, state = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode="sweep"))
-    control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
-    return model, jax.jit(terms.prepare)(model, state, control)   # eagerly: 440 programs
-
-
-def _dead_slot_outputs(batched):
-    """The gradient, its noise, the merit and (batched) the local Jacobians at two velocities
-    of a row of 12 spheres (sweep: 66 slots, some filled), one scene or a batch of the two."""
-    model, ctx = _row_of_spheres()
-    chunked = [el.live for el in ctx.elements
-               if el.live is not None and el.live.shape[0] >= 2 * terms._CHUNK]
-    rng = np.random.default_rng(0)
-    u = terms.free_flight((model, ctx))
-    points = u[None] + jnp.asarray(rng.normal(0.0, 0.3, size=(2,) + u.shape))
-
-    def one(v):
-        args = (model, ctx)
-        g, noise = terms.gradient_noise(v, args)
-        # the local Jacobians only in the batched (slow) variant: they share `_each`'s skip
-        # with g and the merit, and compiling them took a third of the fast variant's time
-        local = terms.linearize(v, args)[1].local if batched else ()
-        return g, noise, local, terms.merit(v, v, args)
-
-    return chunked, jax.jit(jax.vmap(one) if batched else lambda p: one(p[0]))(points)
-
-
-@pytest.mark.parametrize("batched", [
-    False, pytest.param(True, marks=pytest.mark.slow)])  # batched: the skip is a select
-def test_dead_broad_phase_slots_are_skipped_exactly(batched, monkeypatch):
-    # the energy kernels run in chunks of broad-phase slots and skip the chunks without a
-    # filled slot (`terms._each`): the gradient, the merit and (batched) the Jacobian equal an
-    # evaluation of every slot
-    chunked, skipped = _dead_slot_outputs(batched)
-    assert chunked, "no term is long enough to be chunked"
-    chunks = [np.asarray(jnp.any(jnp.pad(live, (0, -live.shape[0] % terms._CHUNK))
-                                 .reshape(-1, terms._CHUNK), axis=1)) for live in chunked]
-    assert any(c.any() for c in chunks) and any((~c).any() for c in chunks), chunks
-    monkeypatch.setattr(terms, "_CHUNK", 10**9)      # every slot evaluated
-    _, every = _dead_slot_outputs(batched)
-    for got, want in zip(jax.tree.leaves(skipped), jax.tree.leaves(every)):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-13)
-
-
-def test_a_prefix_of_the_slots_that_holds_the_live_ones_poses_the_same_row_model(monkeypatch):
-    # Newton's row model runs over the smallest prefix of a large broad-phase term's slots
-    # that holds every live one (`terms.live_prefix`): there its value and gradient equal the
-    # model over every slot; a live slot beyond the prefix makes it decline
-    monkeypatch.setattr(terms, "_PREFIX_SLOTS", 16)     # the row of 12 spheres: 66 slots
-    model, ctx = _row_of_spheres()
-    args = (model, ctx)
-    (slots,) = [el.live for el in args[1].elements if el.live is not None]
-    assert slots.shape[0] >= 16 and 0 < int(jnp.sum(slots)) <= slots.shape[0] // 4
-    prefix, fits = terms.live_prefix(args, 4)
-    assert bool(fits)
-    assert [el.index.shape[0] for el in prefix[1].elements] == [
-        el.index.shape[0] // 4 if el.live is not None else el.index.shape[0]
-        for el in args[1].elements]
-    rng = np.random.default_rng(1)
-    u = terms.free_flight(args)
-    deltas = jnp.asarray(rng.normal(0.0, 0.05, size=(3,) + u.shape))
-
-    @jax.jit
-    def value_and_gradient(a):
-        model_at = terms.row_model(u, u + 0.1 * deltas[0], a)
-        return jax.vmap(lambda d: (model_at.change(d)[0], model_at.gradient_at(d)))(deltas)
-
-    for got, want in zip(value_and_gradient(prefix), value_and_gradient(args)):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-13)
-    # a live slot past the prefix: it declines
-    late = [el.replace(live=el.live.at[-1].set(True)) if el.live is not None else el
-            for el in args[1].elements]
-    assert not bool(terms.live_prefix((model, args[1].replace(elements=tuple(late))), 4)[1])
-    # terms with fewer slots than `_PREFIX_SLOTS` are not cut
-    monkeypatch.setattr(terms, "_PREFIX_SLOTS", slots.shape[0] + 1)
-    assert terms.live_prefix(args, 4) == (None, None)
+    out = {}
+    for mode in ("all_pairs", "sweep"):
+        model, state = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(mode=mode))
+        assembled, (live, slots) = _assembled(model, state)
+        out[mode] = [np.asarray(x) for x in assembled]
+        if mode == "sweep":
+            assert 0 < int(live) < slots // 4, (int(live), slots)
+    for name, got, want in zip(("value", "gradient", "hessian"), out["sweep"],
+                               out["all_pairs"]):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.max(np.abs(want)),
+                                   err_msg=name)
+    # the touching pairs do act: the Hessian couples the first spheres
+    assert np.max(np.abs(out["sweep"][2][:6, 6:12])) > 1e-3

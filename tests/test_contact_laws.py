@@ -1,9 +1,11 @@
 """Normal, damping and friction laws of models/contact.py against their closed forms.
 
 Forces are minus the gradients of the energies and dissipation potentials (DESIGN.md section 4,
-ADD Eq. 16-18 and 22, thesis Eq. 129 and 132-133). Each law is also checked where smoothing and
-NaN safety matter: zero slip, zero friction bound, the edges of the smooth penalty, and the
-switch points of the series used inside the laws.
+ADD Eq. 16-18, thesis Eq. 129 and 132-133). Each law is also checked where smoothing and NaN
+safety matter: zero slip, zero friction bound, the edges of the smooth penalty, and the switch
+points of the series used inside the laws. The contact's cost in the step (normal law, damper
+and friction in one function, `contact_cost`) is convex, bounded by Coulomb, and equal to its
+closed forms; the damped law's restitution to an integration of it.
 """
 
 import math
@@ -196,77 +198,105 @@ def test_normal_law_unknown_name_raises():
         laws.normal_energy(jnp.zeros(()), K_N, "hertz")
 
 
-# --- contact_fraction -------------------------------------------------------------------------
+# --- the contact's cost: normal law, damping and friction in one convex function ------------
 
-def _fraction_and_grads(start, end):
-    value = laws.contact_fraction(start, end)
-    return (value, *jax.grad(laws.contact_fraction, argnums=(0, 1))(start, end))
-
-
-_FRACTION_FN = jax.jit(jax.vmap(_fraction_and_grads))
-
-
-def _fraction(start, end):
-    """(n, 3) array of fraction, d/dgap_start, d/dgap_end for n <= _PAD pairs of gaps."""
-    start, end = np.broadcast_arrays(np.asarray(start, float), np.asarray(end, float))
-    pad = np.ones(_PAD - len(start))
-    out = _FRACTION_FN(jnp.asarray(np.concatenate([start, pad])),
-                       jnp.asarray(np.concatenate([end, pad])))
-    return np.stack([np.asarray(o)[:len(start)] for o in out], axis=-1)
+SHARED = {"friction_stiffness": jnp.asarray(K_F), "friction_eps": jnp.asarray(EPS),
+          "smooth_width": jnp.asarray(DELTA)}
+DT, K_D, MU = 2e-3, 30.0, 0.5
+# velocities (v_n, v_t1, v_t2) and start gaps spanning separation, contact, stick and slip
+_CASES = np.random.default_rng(7).normal(size=(48, 4)) * np.array([0.3, 0.3, 0.3, 2e-3])
+_CASES[:6] = [[0.0, 0.0, 0.0, -1e-3], [0.0, 0.0, 0.0, 1e-3], [-0.5, 0.0, 0.0, 0.0],
+              [0.0, 1e-9, 0.0, -1e-3], [0.2, 0.3, -0.1, 0.0], [-0.01, 1e-3, 0.0, -2e-4]]
 
 
-_FRACTION_CASES = [
-    (-1.0, -2.0, 1.0), (0.0, 0.0, 1.0), (-1.0, 0.0, 1.0), (0.0, -1.0, 1.0),
-    (1.0, 2.0, 0.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0),
-    (1.0, -3.0, 0.75),   # impact at t = 1/4: in contact for the last 3/4
-    (3.0, -1.0, 0.25),
-    (-1.0, 3.0, 0.25),   # separation at t = 1/4
-    (-3.0, 1.0, 0.75),
-]
+def _cost_fn(law):
+    laws_ = laws.Laws(normal=law[0], power=law[1], friction=law[2], coupling=law[3])
+
+    def cost(v, gap, bound):
+        return laws.contact_cost(v, gap, K_N, K_D, MU, DT, laws_, SHARED, bound)
+
+    def all_of(v, gap, bound):
+        return cost(v, gap, bound), jax.grad(cost)(v, gap, bound), jax.hessian(cost)(v, gap,
+                                                                                      bound)
+
+    return jax.jit(jax.vmap(all_of, in_axes=(0, 0, None)))
 
 
-def test_contact_fraction_values():
-    start, end, expected = (np.array(c) for c in zip(*_FRACTION_CASES))
-    got = _fraction(start, end)[:, 0]
-    np.testing.assert_allclose(got, expected, rtol=_RTOL, atol=0,
-                               err_msg=f"at (start, end) = {list(zip(start, end))}")
+def _costs(law, bound=0.02):
+    v, gap = jnp.asarray(_CASES[:, :3]), jnp.asarray(_CASES[:, 3])
+    return tuple(np.asarray(x) for x in _cost_fn(law)(v, gap, bound))
 
 
-def test_contact_fraction_gradient_closed_form_and_finite():
-    start = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 1.0, -1.0, 2.0])
-    end = np.array([-3.0, 3.0, 0.0, -1.0, 1.0, 2.0, -2.0, 2.0])
-    out = _fraction(start, end)
-    assert np.all(np.isfinite(out)), out
-    g_start, g_end = out[:, 1], out[:, 2]
-    # crossing into contact: f = 1 - s/(s-e): df/ds = e/(s-e)², df/de = -s/(s-e)²
-    np.testing.assert_allclose([g_start[0], g_end[0]], [-3 / 16, -1 / 16], rtol=_RTOL)
-    # separating: f = s/(s-e): df/ds = -e/(s-e)², df/de = s/(s-e)²
-    np.testing.assert_allclose([g_start[1], g_end[1]], [-3 / 16, -1 / 16], rtol=_RTOL)
-    # no crossing (contact or not at both ends): constant
-    np.testing.assert_array_equal(g_start[5:], np.zeros(3))
-    np.testing.assert_array_equal(g_end[5:], np.zeros(3))
+_COUPLED = [("linear", 3.0, "huber", "cone"), ("power", 2.0, "huber", "cone"),
+            ("smooth", 3.0, "tanh", "cone"), ("power", 3.0, "linear", "cone"),
+            ("smooth", 3.0, "pseudo_huber", "cone")]
 
 
-@pytest.mark.parametrize("other", [-2.0, 0.5])
-def test_contact_fraction_continuous_as_a_gap_tends_to_zero(other):
-    """The fraction moves by at most ~|ε|/|other| when either gap moves from 0 to ±ε."""
-    eps = np.array([1e-6, 1e-9, 1e-12, -1e-6, -1e-9, -1e-12])
-    at_zero_end = _fraction([other], [0.0])[0, 0]
-    near_end = _fraction(np.full(6, other), eps)[:, 0]
-    np.testing.assert_allclose(near_end, at_zero_end, rtol=0,
-                               atol=1.01 * np.abs(eps).max() / abs(other),
-                               err_msg=f"gap_end -> ±0 with gap_start = {other}")
-    assert np.all(np.abs(near_end - at_zero_end) <= 1.01 * np.abs(eps) / abs(other))
-    at_zero_start = _fraction([0.0], [other])[0, 0]
-    near_start = _fraction(eps, np.full(6, other))[:, 0]
-    assert np.all(np.abs(near_start - at_zero_start) <= 1.01 * np.abs(eps) / abs(other)), (
-        f"gap_start -> ±0 with gap_end = {other}: {near_start} vs {at_zero_start}")
+@pytest.mark.parametrize("law", _COUPLED + [("linear", 3.0, "huber", "lagged"),
+                                            ("smooth", 3.0, "tanh", "lagged")])
+def test_contact_cost_is_convex_finite_and_bounded_by_coulomb(law):
+    value, grad, hess = _costs(law)
+    assert np.all(np.isfinite(value)) and np.all(np.isfinite(grad)) and np.all(np.isfinite(hess))
+    scale = np.abs(hess).max()
+    assert np.all(np.linalg.eigvalsh(hess) >= -1e-9 * scale), law
+    # impulses: normal -∂ℓ/∂v_n >= 0 (never pulls); friction opposes the slip
+    assert np.all(-grad[:, 0] >= -1e-12), law
+    slip = _CASES[:, 1:3]
+    assert np.all(np.sum(grad[:, 1:] * slip, axis=1) >= -1e-15), law
+    if law[3] == "cone":   # |friction| <= μ |normal| at the same step
+        assert np.all(np.linalg.norm(grad[:, 1:], axis=1) <= MU * -grad[:, 0] * (1 + 1e-9)
+                      + 1e-15), law
 
 
-def test_damping_dissipation_force():
-    # D = w k_d v²/2: force -dD/dv = -w k_d v (ADD Eq. 21, weighted)
-    g = jax.grad(laws.damping_dissipation)(2.0, 30.0, 0.25)
-    assert float(g) == pytest.approx(0.25 * 30.0 * 2.0, rel=_RTOL)
+def test_cone_coupling_closed_form_is_the_maximization_it_solves():
+    """SAP's closed form (linear law, huber friction) equals the bracketed scalar maximization
+    of the same cost (power law p = 2, the same potential), with its gradient and Hessian."""
+    closed = _costs(("linear", 3.0, "huber", "cone"))
+    solved = _costs(("power", 2.0, "huber", "cone"))
+    for name, a, b in zip(("value", "gradient", "hessian"), closed, solved):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(a).max(), err_msg=name)
+
+
+def test_lagged_coupling_is_the_normal_law_plus_friction_with_the_bound_given():
+    """Coupling "lagged": ℓ = (Δt/T) U(d₀ + T v_n) + H(v_t; b̄) with T = Δt + k_d/k_n: the
+    damper is the law read τ later, the friction bound b̄ fixed (`Laws.coupling`)."""
+    bound = 0.02
+    value = _costs(("linear", 3.0, "huber", "lagged"), bound)[0]
+    T = DT + K_D / K_N
+    vn, gap = _CASES[:, 0], _CASES[:, 3]
+    normal = DT / T * 0.5 * K_N * np.minimum(gap + T * vn, 0.0) ** 2
+    speed = np.linalg.norm(_CASES[:, 1:3], axis=1)
+    s = DT * K_F
+    friction = np.where(s * speed <= bound, 0.5 * s * speed ** 2,
+                        bound * speed - bound ** 2 / (2 * s))
+    np.testing.assert_allclose(value, normal + friction, rtol=1e-12, atol=1e-300)
+
+
+def test_damped_linear_law_is_a_spring_and_damper_that_never_pulls():
+    """-∂ℓ/∂v_n / Δt = max(0, k_n (-d) - k_d ḋ) at the end-of-step gap d = d₀ + Δt v_n."""
+    grad = _costs(("linear", 3.0, "huber", "lagged"), 0.0)[1]
+    vn, gap = _CASES[:, 0], _CASES[:, 3]
+    end = gap + DT * vn
+    expected = np.maximum(0.0, -K_N * end - K_D * vn)
+    np.testing.assert_allclose(-grad[:, 0] / DT, expected, rtol=1e-12, atol=1e-9)
+
+
+def test_reweighted_friction_keeps_value_and_gradient_and_curves_along_the_slip():
+    """Descent's preconditioner (`reweighted`): the same value and gradient, and a Hessian
+    with b/|v| along a slipping contact's slip, where the exact one has none."""
+    laws_ = laws.Laws(coupling="lagged")
+    v, gap, bound = jnp.asarray([0.0, 0.3, 0.4]), jnp.asarray(-1e-3), 0.02
+
+    def cost(v, reweighted):
+        return laws.contact_cost(v, gap, K_N, K_D, MU, DT, laws_, SHARED, bound, reweighted)
+
+    for fn in (lambda v, r: cost(v, r), jax.grad(lambda v, r: cost(v, r))):
+        np.testing.assert_allclose(fn(v, True), fn(v, False), rtol=1e-14)
+    slip = np.array([0.0, 0.6, 0.8])
+    exact = np.asarray(jax.hessian(cost)(v, False))
+    held = np.asarray(jax.hessian(cost)(v, True))
+    assert slip @ exact @ slip == pytest.approx(0.0, abs=1e-9)
+    assert slip @ held @ slip == pytest.approx(bound / 0.5, rel=1e-12)
 
 
 # --- friction laws ----------------------------------------------------------------------------
@@ -404,24 +434,43 @@ def test_friction_unknown_law_raises():
         laws.friction_dissipation(jnp.zeros(()), 1.0, "viscous", K_F, EPS, K_T)
 
 
-# --- restitution (ADD Eq. 22) -----------------------------------------------------------------
+# --- restitution of the damped law -------------------------------------------------------------
 
 MASS = 0.7
 CRITICAL = 2.0 * math.sqrt(K_N * MASS)
 
 
+def _restitution_reference(k_d):
+    """e of a point mass on max(0, k x + c ẋ), integrated finely (x penetration, ẋ₀ = 1)."""
+    dt, x, v = 1e-6 * math.sqrt(MASS / K_N), 0.0, 1.0
+    while True:
+        force = K_N * x + k_d * v
+        if (force < 0.0 and x > 0.0) or x < 0.0:
+            return -v
+        v -= force / MASS * dt
+        x += v * dt
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.5, 0.95, 1.0, 2.5])
+def test_damping_to_restitution_is_the_damped_law_released_before_the_gap_reopens(fraction):
+    k_d = fraction * CRITICAL
+    got = float(laws.damping_to_restitution(k_d, K_N, MASS))
+    assert got == pytest.approx(_restitution_reference(k_d), rel=2e-4)
+    zeta = fraction
+    if zeta < 1:   # the closed form of the module docstring
+        closed = math.exp(-2 * zeta * math.acos(zeta) / math.sqrt(1 - zeta ** 2))
+        assert got == pytest.approx(closed, rel=1e-12)
+
+
 @pytest.mark.parametrize("e", list(np.linspace(0.05, 0.95, 19)))
 def test_restitution_round_trip(e):
     k_d = float(laws.restitution_to_damping(e, K_N, MASS))
-    assert 0.0 < k_d < CRITICAL
+    assert k_d > 0.0
     back = float(laws.damping_to_restitution(k_d, K_N, MASS))
     assert back == pytest.approx(e, rel=1e-12, abs=1e-12)
-    # and the forward law itself: e = exp(-π k_d / sqrt(4 k m - k_d²))
-    assert math.exp(-math.pi * k_d / math.sqrt(4 * K_N * MASS - k_d ** 2)) == pytest.approx(
-        e, rel=1e-12)
 
 
-@pytest.mark.parametrize("fraction", [0.0, 1e-6, 0.3, 0.9, 0.999])  # e > 1e-30
+@pytest.mark.parametrize("fraction", [0.0, 1e-6, 0.3, 0.999, 1.0, 1.001, 30.0])
 def test_damping_round_trip(fraction):
     k_d = fraction * CRITICAL
     e = float(laws.damping_to_restitution(k_d, K_N, MASS))
@@ -430,29 +479,27 @@ def test_damping_round_trip(fraction):
 
 
 def test_restitution_limits():
-    assert float(laws.restitution_to_damping(0.0, K_N, MASS)) == pytest.approx(CRITICAL, rel=1e-15)
     assert float(laws.restitution_to_damping(1.0, K_N, MASS)) == 0.0
     assert float(laws.damping_to_restitution(0.0, K_N, MASS)) == 1.0
-    # at and above critical damping the contact does not rebound
-    assert float(laws.damping_to_restitution(CRITICAL, K_N, MASS)) == 0.0
-    assert float(laws.damping_to_restitution(3 * CRITICAL, K_N, MASS)) == 0.0
+    # critical damping still releases the mass at e^-2; only infinite damping stops it
+    assert float(laws.damping_to_restitution(CRITICAL, K_N, MASS)) == pytest.approx(
+        math.exp(-2.0), rel=1e-12)
+    assert float(laws.damping_to_restitution(1e6 * CRITICAL, K_N, MASS)) < 1e-12
+    with pytest.raises(ValueError, match="restitution must be > 0"):
+        laws.restitution_to_damping(0.0, K_N, MASS)
 
 
-def test_restitution_gradient_interior():
-    # k_d(e) = c L / sqrt(π² + L²), L = -ln e: dk_d/de = -c π² / (e (π² + L²)^(3/2))
+def test_restitution_gradient_is_the_inverse_derivative_and_finite():
     e = 0.4
-    lg = -math.log(e)
-    expected = -CRITICAL * math.pi ** 2 / (e * (math.pi ** 2 + lg ** 2) ** 1.5)
+    k_d = float(laws.restitution_to_damping(e, K_N, MASS))
+    slope = float(jax.grad(laws.damping_to_restitution)(k_d, K_N, MASS))
     got = float(jax.grad(laws.restitution_to_damping)(e, K_N, MASS))
-    assert got == pytest.approx(expected, rel=1e-12)
-
-
-def test_restitution_gradient_finite_at_elastic_limit():
-    got = float(jax.grad(laws.restitution_to_damping)(1.0, K_N, MASS))
-    assert got == pytest.approx(-CRITICAL / math.pi, rel=1e-9)
+    assert got == pytest.approx(1.0 / slope, rel=1e-9)
+    assert np.isfinite(float(jax.grad(laws.restitution_to_damping)(0.999, K_N, MASS)))
 
 
 @pytest.mark.parametrize("fn,args,name", [
+    (laws.restitution_to_damping, (0.0, K_N, MASS), "restitution"),
     (laws.restitution_to_damping, (-0.1, K_N, MASS), "restitution"),
     (laws.restitution_to_damping, (1.5, K_N, MASS), "restitution"),
     (laws.restitution_to_damping, (float("nan"), K_N, MASS), "restitution"),
@@ -497,6 +544,7 @@ def test_restitution_helpers_reject_bad_input(fn, args, name):
     (dict(friction_eps=-1e-4), "friction_eps"),
     (dict(friction_eps=[1e-4]), "friction_eps"),
     (dict(power=float("inf")), "power"),
+    (dict(coupling="associated"), "coupling"),
 ])
 def test_contact_settings_reject_bad_values(kwargs, field):
     with pytest.raises(ValueError, match=field):

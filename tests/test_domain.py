@@ -170,8 +170,9 @@ def test_mass_size_and_surface(scene, randomized):
     np.testing.assert_allclose(gravity.std(axis=0), (0.1, 0.1, 0.2), rtol=0.05)
 
 
-def test_restitution_is_add_eq_22(scene, randomized):
-    """Every body-plane pair's damping gives back the body's e through ADD Eq. 22, with the
+def test_restitution_is_the_damped_laws(scene, randomized):
+    """Every body-plane pair's damping gives back the body's e through the damped law's
+    restitution (`jc.damping_to_restitution`), with the
     pair's combined stiffness and damping and the body's randomized mass."""
     def restitution(models):
         pair_k = combine(models.geom.stiffness, models.plane.stiffness[:, :1], HOW["stiffness"])

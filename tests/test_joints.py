@@ -16,8 +16,7 @@ import pytest
 import jaxcontact as jc
 from jaxcontact import terms
 from jaxcontact.math import quat_rotate, quat_to_mat
-from jaxcontact.problem import RowBlock
-from jaxcontact.solvers.dual import project
+from jaxcontact.problem import BlockDiagonal, Problem, RowBlock
 
 G = 9.81
 DT = 0.005
@@ -443,7 +442,7 @@ def _solve(solver, args):
     jc.Descent(iterations=4000, early_exit=True),
     jc.Dual(iterations=4000, update="exact", early_exit=True)], ids=["descent", "dual"])
 def test_first_order_solvers_reach_the_newton_step(solver, arm_solution):
-    # the rows' one-sided projection and curvatures give the primal problem's solution
+    # Descent on Φ and Dual on its rows in compliance form reach the primal solution
     model, args, want, _ = arm_solution
     got, stats = _solve(solver, args)
     assert bool(stats["converged"]), (float(stats["residual"]), int(stats["iterations"]))
@@ -452,10 +451,9 @@ def test_first_order_solvers_reach_the_newton_step(solver, arm_solution):
 
 # the arm's blocks of rows, in order: (term, kind, shape of the errors)
 _ARM_ROWS = (
-    # one box-box pair, link 1 - weight (far, untouching), 17 rows: 16 corner rows and an
-    # unused edge-edge row (jointed neighbours do not collide): normal | damping | friction
-    ("contact box-box", "unilateral", (1, 17)), ("contact box-box", "bilateral", (1, 17)),
-    ("contact box-box", "disc", (1, 17, 2)),
+    # one box-box pair, link 1 - weight (far, untouching), 17 contacts: 16 corner rows and an
+    # unused edge-edge row (jointed neighbours do not collide), each (normal, t1, t2)
+    ("contact box-box", "cone", (1, 17, 3)),
     # two hinges: anchor (3) | axis (3) | damping of the spin about the axis (1)
     ("hinge joint", "bilateral", (2, 3)), ("hinge joint", "bilateral", (2, 3)),
     ("hinge joint", "bilateral", (2, 1)),
@@ -466,58 +464,108 @@ _ARM_ROWS = (
     # the limit of hinge 1: lower | upper
     ("hinge limit", "unilateral", (1, 2)),
 )
-_ARM_DAMPING = (5, 7, 9)       # velocity rows ẋ = G u, G frozen at the start of the step
+_ARM_LINEAR = (0, 3, 5, 7)     # rows linear in u: contact (J x - v̂) and damping (ẋ = G u, G
+                               # frozen at the start of the step)
+_ARM_CABLE, _ARM_LIMIT = 4, 8
 
 
-@pytest.mark.slow  # compile-heavy arm fixture; CI: test_solvers' row checks on contact rows
+def _multipliers(rows):
+    """λ = Π(-s e) per block of joint rows, their laws in compliance form: free for bilateral
+    rows, λ >= 0 for one-sided ones (the arm's contact rows separate: λ = 0)."""
+    out = []
+    for rb in rows:
+        lam = -rb.stiffness * rb.error
+        if rb.kind == "unilateral":
+            lam = jnp.maximum(lam, 0.0)
+        elif rb.kind in ("contact", "cone"):
+            assert bool(jnp.all(rb.error[..., 0] > 0.0)), "the arm's contacts must separate"
+            lam = jnp.zeros_like(lam)
+        out.append(lam)
+    return out
+
+
+@pytest.mark.slow  # compile-heavy arm fixture; CI: test_terms' assembly of joints and contacts
 def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     model, args, u, (rows, dense) = arm_solution
     n = model.n_body
-    # layout: 17 contact rows x 4, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor
+    # layout: 17 contacts x 3 rows, no springs; bilateral: 6 + 6 hinge rows and 3 + 3 motor
     # rows; damping: hinge 2, cable 1, motor 2; one-sided: cable, lower, upper
     assert tuple((rb.term, rb.kind, rb.error.shape) for rb in rows) == _ARM_ROWS
-    assert rows[0].error.shape[1] == 17
-    assert sum(rb.error.size for rb in rows if rb.kind == "unilateral"
-               and not rb.term.startswith("contact")) == 3
-    c = 4 * 17
-    assert bool(jnp.all(rows[0].error > 0.1))
+    assert sum(rb.error.size for rb in rows if rb.kind == "unilateral") == 3
+    c = 3 * 17
+    # the pair is far apart: its normal rows separate (v_n - v̂_n = v_n + d₀/T > 0)
+    assert bool(jnp.all(rows[0].error[..., 0] > 0.1))
     error = _flat(rb.error for rb in rows)
     assert error.shape == (c + 18 + 5 + 3,)
-    lam = tuple(-(rb.stiffness[..., None] if rb.pair else rb.stiffness) * rb.error
-                for rb in rows)
-    lam = project(rows, lam)
+    # stationarity: M (u - ũ) = Σ Gᵀ λ at the primal solution
+    lam = _multipliers(rows)
     impulse = sum(rb.transpose_apply(l, 6 * n) for rb, l in zip(rows, lam))
     momentum = terms.mass(args).apply(u - terms.free_flight(args))
+    assert float(jnp.max(jnp.abs(momentum))) > 1e-3
     np.testing.assert_allclose(momentum, impulse, atol=1e-9)
-    # Jacobians: position rows exactly; damping rows are G u with G frozen
+    # Jacobians: position rows exactly; rows linear in u are G u (- v̂) with G frozen
     sizes = [rb.error.size for rb in rows]
     offsets = np.cumsum([0] + sizes)
     block = lambda i: np.arange(offsets[i], offsets[i + 1])  # noqa: E731
-    damping = np.concatenate([block(i) for i in _ARM_DAMPING])
-    position = np.concatenate([block(i) for i in range(3, len(rows)) if i not in _ARM_DAMPING])
-    assert (position.size, damping.size) == (18 + 3, 5)
+    linear = np.concatenate([block(i) for i in _ARM_LINEAR])
+    position = np.concatenate([block(i) for i in range(len(rows)) if i not in _ARM_LINEAR])
+    assert (position.size, linear.size) == (18 + 3, c + 5)
     assembled = np.concatenate([np.asarray(rb.dense_jac(6 * n)) for rb in rows])
     np.testing.assert_allclose(assembled[position], dense[position], atol=1e-10)
-    np.testing.assert_allclose(assembled[damping], dense[damping], atol=1e-12)
+    np.testing.assert_allclose(assembled[linear], dense[linear], atol=1e-12)
+    damping = np.concatenate([block(i) for i in _ARM_LINEAR[1:]])
     np.testing.assert_allclose(assembled[damping] @ np.asarray(u), error[damping], atol=1e-12)
-    # the lower limit is slack: no curvature; the pressed upper limit and cable have k
-    np.testing.assert_allclose(jnp.concatenate([rows[10].curvature.reshape(-1),
-                                                rows[6].curvature.reshape(-1)]),
-                               [0.0, 500.0, 1e3])  # lower | upper | cable
+    # the lower limit is slack, the upper one pressed, the cable taut: only the last two push
+    limit, cable = rows[_ARM_LIMIT], rows[_ARM_CABLE]
+    np.testing.assert_allclose(jnp.concatenate([limit.stiffness.reshape(-1),
+                                                cable.stiffness.reshape(-1)]),
+                               [500.0, 500.0, 1e3])        # lower | upper | cable
+    np.testing.assert_array_equal(np.asarray(limit.error).reshape(-1) < 0.0, [False, True])
+    assert float(cable.error[0, 0]) < 0.0
+    pushes = np.concatenate([np.asarray(lam[_ARM_LIMIT]).reshape(-1),
+                             np.asarray(lam[_ARM_CABLE]).reshape(-1)])
+    assert pushes[0] == 0.0 and np.all(pushes[1:] > 0.0)
 
 
-def test_dual_projection_clamps_one_sided_joint_rows():
+def _one_body_rows(args):
+    """Two blocks of two rows on body 0 (the world on the other side), bilateral and
+    one-sided, with constant errors: row j pushes along axis j."""
+    jac = jnp.zeros((1, 2, 12)).at[0, 0, 0].set(1.0).at[0, 1, 1].set(1.0)
+
     def block(kind):
-        return RowBlock(error=jnp.zeros((1, 2)), jac=jnp.zeros((1, 2, 12)),
-                        stiffness=jnp.ones((1, 2)), curvature=jnp.ones((1, 2)),
-                        cone=jnp.zeros((1, 2)), index=jnp.zeros((1, 12), jnp.int32),
+        return RowBlock(error=args["error"], jac=jac, stiffness=args["stiffness"],
+                        limit=jnp.zeros((1, 2)),
+                        index=jnp.asarray([list(range(6)) + [6] * 6], jnp.int32),
                         blocks=jnp.asarray([[0, -1]], jnp.int32),
                         slots=((0, 0, 6), (0, 6, 6)), kind=kind)
 
-    rows = (block("bilateral"), block("unilateral"))
-    out = project(rows, (jnp.asarray([[-1.0, 2.0]]), jnp.asarray([[-3.0, 4.0]])))
-    np.testing.assert_allclose(jnp.concatenate([o.reshape(-1) for o in out]),
-                               [-1.0, 2.0, 0.0, 4.0])
+    return block("bilateral"), block("unilateral")
+
+
+_UNIT_MASS = BlockDiagonal((jnp.eye(6)[None], jnp.zeros((0, 3, 3))),
+                           inverses=(jnp.eye(6)[None], jnp.zeros((0, 3, 3))))
+_ROWS_PROBLEM = Problem(
+    value=lambda u, args: 0.5 * jnp.sum((u - args["free"]) ** 2),
+    gradient=lambda u, args: u - args["free"], hessian=None, along=None,
+    rows=lambda u, args: _one_body_rows(args), mass=lambda args: _UNIT_MASS,
+    start=lambda args: args["free"])
+
+
+def test_dual_clamps_one_sided_joint_rows_and_leaves_two_sided_ones_free():
+    # one Jacobi sweep from λ = 0: λ = -s e / (s W + 1), W = g M̃⁻¹ gᵀ with the unit mass split
+    # among the 3 active rows (both bilateral rows, the violated one-sided row): W = 3
+    args = {"error": jnp.asarray([[-1.0, 2.0]]), "stiffness": jnp.full((1, 2), 2.0),
+            "free": jnp.arange(6.0)}
+    solver = jc.Dual()
+    carry = solver.start(_ROWS_PROBLEM, None, args)
+    carry, moved = solver.iteration(_ROWS_PROBLEM, carry, args)
+    assert bool(moved)
+    bilateral, one_sided = (np.asarray(l).reshape(-1) for l in carry.lam)
+    np.testing.assert_allclose(bilateral, [2.0 / 7.0, -4.0 / 7.0], rtol=1e-14)
+    np.testing.assert_allclose(one_sided, [2.0 / 7.0, 0.0], rtol=1e-14)    # λ >= 0
+    # u moves by M⁻¹ Σ Gᵀ λ: rows 0 along x, rows 1 along y
+    np.testing.assert_allclose(carry.u - args["free"], [4.0 / 7.0, -4.0 / 7.0, 0, 0, 0, 0],
+                               rtol=1e-14, atol=1e-15)
 
 
 # --- smoothness at zero error -------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Particles (3-DOF point masses): contact laws against closed forms, attachments, gradients.
 
 Closed forms (DESIGN.md section 3, v1; issue 11): a particle resting on a plane or on a rigid
-body penetrates by m g / k_n; one sliding with friction μ decelerates at μ g; one hanging from
-an attachment of stiffness k sags by m g / k. Gradients of rollouts with respect to particle
+body penetrates by m g / k_n; one sliding with friction μ decelerates at μ g (and with the
+default cone coupling hovers by Anitescu's relaxation); one hanging from an attachment of
+stiffness k sags by m g / k. Gradients of rollouts with respect to particle
 state and parameters match central finite differences (float64) and forward mode.
 """
 
@@ -34,20 +35,40 @@ def test_particle_rests_on_plane_at_m_g_over_k():
     assert int(info.active_contacts[-1]) == 1
 
 
-def test_particle_slides_with_deceleration_mu_g():
-    mu, dt = 0.3, 0.001
-    scene = jc.Scene(dt=dt, friction=mu, stiffness=1e5, damping=100.0)
+def _sliding_particle(coupling):
+    mu, dt, k = 0.3, 0.001, 1e5
+    scene = jc.Scene(dt=dt, friction=mu, stiffness=k, damping=100.0)
     scene.add_plane()
     scene.add_particle(0.1, (0.0, 0.0, 0.0), vel=(2.0, 0.0, 0.0))
-    model, state = scene.build(dtype=jnp.float64)
+    model, state = scene.build(dtype=jnp.float64, contact=jc.Contact(coupling=coupling))
     _, traj, info = _rollout(model, state, 200)
     assert bool(jnp.all(info.converged))
+    np.testing.assert_allclose(np.asarray(traj.particle_vel[:, 0, 1]), 0.0, atol=1e-12)
+    return mu, dt, k, traj
+
+
+def test_particle_slides_with_deceleration_mu_g():
+    # friction's lagged coupling: exact Coulomb in contact, from the first step on
+    mu, dt, _, traj = _sliding_particle("lagged")
     v = np.asarray(traj.particle_vel[:, 0, 0])
     t = dt * np.arange(1, 201)
     assert np.all(v[50:150] > 0.5)   # still sliding over the fitted window
     slope = np.polyfit(t[50:150], v[50:150], 1)[0]
     assert slope == pytest.approx(-mu * G, rel=1e-3)
-    assert np.all(np.abs(np.asarray(traj.particle_vel[:, 0, 1])) < 1e-12)
+
+
+def test_particle_sliding_on_the_cone_hovers_by_anitescus_relaxation():
+    """The default cone coupling (design note 57): sliding at speed w the contact acts as if
+    its normal velocity were v_n - μ w, so the particle hovers at T μ w - m g / k above the
+    plane (T = Δt + k_d / k_n) and, there, decelerates at μ g."""
+    mu, dt, k, traj = _sliding_particle("cone")
+    v = np.asarray(traj.particle_vel[:, 0, 0])
+    z = np.asarray(traj.particle_pos[:, 0, 2])
+    t = dt * np.arange(1, 201)
+    late = slice(120, 200)          # the launch from zero gap has settled by then
+    assert np.polyfit(t[late], v[late], 1)[0] == pytest.approx(-mu * G, rel=2e-3)
+    T = dt + 100.0 / k
+    np.testing.assert_allclose(z[late], T * mu * v[late] - 0.1 * G / k, rtol=0.02)
 
 
 @pytest.mark.slow  # compile-heavy; CI: the particle on the plane and the attachments

@@ -81,8 +81,9 @@ def test_resting_penetration_is_weight_over_stiffness(shape, solver):
 
 
 @SLOW_FIRST_ORDER
-def test_restitution_follows_add_eq22(solver):
-    # e = 0.5 through the Eq. 22 helper. dt = 2e-5 s resolves the 10 ms contact (k_n = 1e5,
+def test_restitution_follows_the_damped_law(solver):
+    # e = 0.5 through `jc.restitution_to_damping` (the damper releases the ball before the gap
+    # reopens, `jc.damping_to_restitution`). dt = 2e-5 s resolves the 10 ms contact (k_n = 1e5,
     # m = 1) in ~500 steps, so implicit Euler's numerical damping stays near 1%; gravity
     # during the contact shifts e by a further ~1%.
     k, m, e = 1e5, 1.0, 0.5

@@ -189,10 +189,13 @@ def test_build_rejects_empty_scene(with_plane):
     (dict(line_search=2.0), "line_search"), (dict(line_search=None), "line_search"),
     (dict(ad="reverse"), "ad"), (dict(ad=None), "ad"), (dict(ad="VJP"), "ad"),
     (dict(iterations=True), "iterations"),
-    (dict(residual_iterations=-1), "residual_iterations"),
-    (dict(residual_iterations=1.5), "residual_iterations"),
-    (dict(residual_iterations=None), "residual_iterations"),
-    (dict(residual_after=0), "residual_after"), (dict(residual_after=2.5), "residual_after"),
+    (dict(linear="bicgstab"), "linear"), (dict(linear="cr"), "linear"),
+    (dict(linear="krylov"), "linear"), (dict(linear=None), "linear"),
+    (dict(krylov_iterations=0), "krylov_iterations"),
+    (dict(krylov_iterations=2.5), "krylov_iterations"),
+    (dict(krylov_iterations=True), "krylov_iterations"),
+    (dict(preconditioner="ilu"), "preconditioner"), (dict(preconditioner=None), "preconditioner"),
+    (dict(early_exit=1), "early_exit"), (dict(adjoint="lu"), "adjoint"),
 ])
 def test_newton_rejects(kwargs, name):
     _raises_naming(name, jc.Newton, **kwargs)
@@ -206,38 +209,12 @@ def test_iteration_cap_is_a_number():
         _raises_naming("iterations", solver, iterations=None)
 
 
-def test_the_residual_phase_adds_its_iterations_only_where_it_runs():
-    """The loop's cap: Newton's `iterations` plus `residual_iterations` (default 150) in
-    rigid float64 scenes whose directions are exact Newton ones (dense or BiCGSTAB) and whose
-    loops exit early (notes 43, 51), else `iterations`."""
-    scene = jc.Scene()
-    scene.add_sphere(0.05, 1.0, (0.0, 0.0, 0.1))
-    rigid, _ = scene.build()
-    rigid32, _ = scene.build(dtype=jnp.float32)   # float32: the normal equations lose it
-    verts, tris = jc.meshes.grid((0.2, 0.2), (3, 3))
-    scene.add_cloth(verts, tris, density=1.0, stretch_stiffness=10.0, bend_stiffness=1.0)
-    meshes, _ = scene.build()
-    step_args = (rigid, None)      # a step's problem arguments: (model, context)
-    assert jc.Newton().cap(step_args, 6) == 200
-    assert jc.Newton(iterations=20).cap(step_args, 6) == 170
-    assert jc.Newton(linear="bicgstab").cap(step_args, 6) == 200
-    # cg / cr solve the symmetric lagged Hessian: not a Newton direction of the residual
-    for solver in (jc.Newton(linear="cg"), jc.Newton(linear="cr"), jc.Newton(early_exit=False),
-                   jc.Newton(ad="unrolled"), jc.Newton(residual_iterations=0)):
-        assert not solver.has_residual_phase(rigid, 6), solver
-        assert solver.cap(step_args, 6) == 50, solver
-    assert not jc.Newton().has_residual_phase(rigid32, 6)
-    assert jc.Newton().cap((rigid32, None), 6) == 50
-    assert not jc.Newton().has_residual_phase(meshes, 33)
-    assert jc.Newton().cap((meshes, None), 33) == 50
-    big = 6 * 17   # 17 bodies: "auto" solves directions by BiCGSTAB
-    assert jc.Newton().method(big) == "bicgstab" and jc.Newton().cap(step_args, big) == 200
-    # the row model in lag phases (note 47): dense directions, and Krylov ones without meshes
-    assert jc.Newton().uses_row_model(rigid, 6) and jc.Newton().uses_row_model(rigid, big)
-    assert jc.Newton().uses_row_model(meshes, 33)                       # dense
-    assert not jc.Newton(linear="bicgstab").uses_row_model(meshes, 33)
-    assert jc.Descent().cap(step_args, 6) == 50
-    assert jc.Dual(iterations=70).cap(step_args, 6) == 70
+def test_newton_solves_directions_densely_up_to_dense_max_unknowns():
+    """linear="auto": dense elimination up to `tolerances.DENSE_MAX` (96) unknowns (16 bodies),
+    conjugate gradients above; an explicit choice holds at every size."""
+    assert jc.Newton().method(96) == "dense" and jc.Newton().method(97) == "cg"
+    assert jc.Newton(linear="cg").method(6) == "cg"
+    assert jc.Newton(linear="dense").method(6 * 100) == "dense"
 
 
 def test_newton_accepts_valid_settings():

@@ -264,7 +264,7 @@ class MembraneTerm(terms.RowTerm):
                   ("stretch_stiffness", "poisson_ratio", "damping", "rest_inverse", "area")}
         return terms.particle_elements(state, cloth.tris, params)
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         F = deformation_gradient(x.particle_pos, p["rest_inverse"])
         rate = deformation_gradient(x.particle_vel, p["rest_inverse"])
         mu, lam = membrane_lame(p["stretch_stiffness"], p["poisson_ratio"])
@@ -287,6 +287,6 @@ class BendingTerm(terms.RowTerm):
         stencils, _ = stencil_table(model.cloth)
         return terms.particle_elements(state, stencils, bending_params(model.cloth))
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         shape = shape_operator(x.particle_pos, p["interior"], p["map"], p["rest_angle"])
         return (terms.bilateral(shape, p["stiffness"]),)

@@ -1,37 +1,76 @@
-"""Contact laws as pure energy and dissipation functions of local contact quantities.
+"""Contact and friction laws, and the one convex cost per contact that the step minimizes.
 
-Each law sees a gap `d` (m, negative in penetration), a normal slip-free velocity or a
-tangential slip velocity, and parameters; it returns a scalar energy per contact. Forces come
-from `jax.grad` of these energies, never from a second hand-written formula. Every law is
-finite in value and gradient at zero slip and at zero normal force (DESIGN.md section 4).
+A contact is linearized at the start of the step (`models.contacts`): its gap d₀ and, for the
+velocities u being solved for, its relative velocity at the contact point in the contact frame,
+v = (v_n, v_t) = J u (normal component, two tangential ones). Everything that happens at the
+contact during the step is one function ℓ(v) of those three numbers (`contact_cost`), convex
+in v, so that the step's potential is one fixed convex function of u (DESIGN.md section 1).
+
+Normal law. A potential U(d) of the gap (`linear` ADD Eq. 16, `power` thesis Eq. 129,
+`smooth`), its force f = -U'(d). Damping is the law read at the gap a time τ = k_d/k_n later,
+f = f_U(d + τ ḋ) (the linear dissipation model of Drake's SAP, Castro et al. 2022): for the
+linear law f = max(0, k_n(-d) - k_d ḋ), a spring and damper in parallel that never pull. Over
+the step, with the end-of-step gap d₀ + Δt v_n and T = Δt + τ, the normal impulse is
+
+    γ_n(x) = Δt f_U(d₀ + T x) = -N'(x),     N(x) = (Δt / T) U(d₀ + T x),
+
+at normal velocity x, and N is convex and non-increasing. The damper is continuous in the
+state (no switch on the gap at the start of the step, which made the step discontinuous).
+
+Friction. A dissipation H(v_t; b) of the slip velocity bounded by b = μ γ_n (impulse), each
+concave in b: `huber` (thesis Eq. 132-133; stick stiffness s = Δt k_f), ADD's clamped
+`linear` (Eq. 17, s = Δt k_n Δt), `pseudo_huber` b (sqrt(|v|² + ε²) - ε) and `tanh` (ADD Eq. 18).
+
+Coupling (maximum dissipation over the friction cone). With friction's bound taken from the
+normal impulse of the same step, the cost is
+
+    ℓ(v) = max_{γ >= 0} [ -γ v_n - h(γ) + H(v_t; μ γ) ]   (h the conjugate of N)
+         = max_x [ N(x) + γ_n(x) (x - v_n) + H(v_t; μ γ_n(x)) ],
+
+a supremum of functions affine in v: convex. Its gradient is minus the impulses,
+∂ℓ/∂v_n = -γ_n, ∂ℓ/∂v_t = ∂H/∂v_t, with |friction| <= μ γ_n (Coulomb). The maximizing x
+solves r(x) = x - v_n + μ ∂_b H(v_t; μ γ_n(x)) = 0, r increasing. For the default pair
+(linear normal law, huber or linear friction) ℓ has SAP's closed form (Castro, Permenter,
+Han 2022, Sec. V; `_linear_huber`); with pseudo_huber, x = v_n - μ (sqrt(|v|² + ε²) - ε) in
+closed form for every normal law; the other pairs find x by a bracketed scalar Newton.
+
+What the coupling costs: a sliding contact behaves as if its normal velocity were
+v_n - μ |slip| (Anitescu's relaxation): a body sliding at speed w rests μ w T higher on its
+contact than at rest (1 mm at 1 m/s, μ = 0.5, T = 2 ms); its friction force is exact Coulomb.
+Where the contact sticks (|friction| < μ γ_n) the normal and tangential parts separate.
+
+Every law is finite in value and derivatives at zero slip and at zero normal force.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
 
 from jaxcontact import validate as check
-from jaxcontact.math import safe_div
-from jaxcontact.terms import bilateral_energy, disc_energy, unilateral_energy
+from jaxcontact.math import safe_norm, safe_sqrt
 
 NORMAL_LAWS = ("linear", "power", "smooth")
 FRICTION_LAWS = ("huber", "pseudo_huber", "tanh", "linear")
 
-# Below this friction bound μ f_n (N) the tanh law is taken as exactly zero: the law divides by
-# (μ f_n)², which must stay far from float32 underflow (~1e-38).
+# Below this friction bound μ γ_n the tanh law is taken as exactly zero: the law divides by
+# the bound squared, which must stay far from float32 underflow (~1e-38).
 _TANH_MIN_BOUND = 1e-12
+# Iterations of the bracketed scalar Newton of the pairs without a closed form (`_maximizer`):
+# its function is monotone with slope >= 1, and the bracket halves where Newton leaves it.
+_ROOT_ITERATIONS = 24
 
 
 # --- normal penalties -----------------------------------------------------------------------
 
 def linear_energy(d, k):
-    """U = k/2 min(d, 0)², the force f = k max(-d, 0) of ADD Eq. 16: the one-sided row of
-    `terms.unilateral_energy` (so Dual projects it as a compliant constraint)."""
-    return unilateral_energy(d, k, None)
+    """U = k/2 min(d, 0)², the force f = k max(-d, 0) of ADD Eq. 16."""
+    low = jnp.minimum(d, 0.0)
+    return 0.5 * k * low * low
 
 
 def power_energy(d, k, p):
@@ -63,7 +102,7 @@ def smooth_energy(d, k, delta):
 
 
 def normal_energy(d, k, law="linear", p=3.0, delta=1e-3):
-    """Normal penalty energy for the named law (see DESIGN.md section 4)."""
+    """Normal penalty energy U(d) for the named law (see DESIGN.md section 4)."""
     if law == "linear":
         return linear_energy(d, k)
     if law == "power":
@@ -79,30 +118,7 @@ def normal_force(d, k, law="linear", p=3.0, delta=1e-3):
     return -grad(d)
 
 
-def contact_fraction(gap_start, gap_end):
-    """Fraction of the step during which the gap, interpolated linearly, is negative.
-
-    1 if in contact at both ends, 0 if at neither, else the time of impact (or separation)
-    as a fraction of the step. ADD Eq. 21 switches damping on where the end-of-step gap is
-    negative; that switch makes the residual of the step discontinuous in u (an impact whose
-    root lies on the switch has no solution, and Newton cycles), and the damping impulse of a
-    step jump as the impact time crosses a step boundary. Weighting by this fraction is
-    continuous in both, and equals ADD's switch whenever a contact spans the whole step.
-    """
-    into = (gap_start > 0.0) & (gap_end < 0.0)
-    out_of = (gap_start <= 0.0) & (gap_end > 0.0)
-    both = (gap_start <= 0.0) & (gap_end <= 0.0)
-    crossing = safe_div(gap_start, gap_start - gap_end)  # time of the zero crossing, in (0, 1]
-    return jnp.where(both, 1.0, jnp.where(into, 1.0 - crossing, jnp.where(out_of, crossing, 0.0)))
-
-
-def damping_dissipation(v_n, k_d, weight):
-    """D = w k_d/2 v_n²: the damping force -k_d v_n of ADD Eq. 21, weighted by the fraction w of
-    the step spent in contact (`contact_fraction`): an equality row of stiffness w k_d."""
-    return bilateral_energy(v_n, weight * k_d, None)
-
-
-# --- friction (dissipation potentials of the tangential slip velocity) --------------------
+# --- friction (dissipation potentials of the tangential slip, per unit of time) ------------
 # All are written in z = |u_s|² so that they are smooth at u_s = 0 including their Hessian.
 
 def huber_dissipation(z, bound, k_f):
@@ -111,8 +127,13 @@ def huber_dissipation(z, bound, k_f):
     D = k_f/2 |u_s|²                  if k_f |u_s| < μ f_n   (stick: viscous, stiffness k_f)
       = μ f_n |u_s| - (μ f_n)²/(2 k_f)  otherwise              (slip: exact Coulomb force)
     The force is -min(k_f, μ f_n/|u_s|) u_s (Eq. 133) and ADD's clamped linear law (Eq. 17).
+    Smooth in z at u_s = 0; a zero bound gives no force.
     """
-    return disc_energy(z, k_f, bound)   # the disc rows of `terms` (Dual projects them)
+    stick = z < (bound / k_f) ** 2
+    # strict: with bound 0 there is no stick stiffness either; the slip branch then sees
+    # z = 0 only through safe_sqrt, which is finite there
+    slip = bound * safe_sqrt(jnp.where(stick, 1.0, z)) - bound * bound / (2.0 * k_f)
+    return jnp.where(stick, 0.5 * k_f * z, slip)
 
 
 def pseudo_huber_dissipation(z, bound, eps):
@@ -155,42 +176,225 @@ def friction_dissipation(z, bound, law, k_f, eps, k_t_linear):
     raise ValueError(f"friction law must be one of {FRICTION_LAWS}, got {law!r}")
 
 
-# --- restitution (ADD Eq. 22) ----------------------------------------------------------------
+# --- the contact's cost in the step ----------------------------------------------------------
 
-def restitution_to_damping(restitution, stiffness, mass):
-    """Damping k_d giving coefficient of restitution e for a point mass (ADD Eq. 22 inverted).
+COUPLINGS = ("cone", "lagged")
 
-    e = exp(-π k_d / sqrt(4 k_n m - k_d²))  ⇔  k_d = 2 L sqrt(k_n m) / sqrt(π² + L²), L = -ln e.
-    e = 0 gives critical damping 2 sqrt(k_n m); e = 1 gives 0.
 
-    This is the law of the continuous spring-damper. The implicit step adds numerical damping
-    of its own, so a simulated bounce reaches e only when the contact, which lasts
-    π sqrt(m / k_n), spans many steps: e.g. at dt = 2e-5 s, k_n = 1e5, m = 1 the measured e is
-    0.49 for e = 0.5, but at dt = 2 ms (5 steps per contact) it is about 0.26.
+@dataclasses.dataclass(frozen=True)
+class Laws:
+    """The static choice of laws (from `jc.Contact`): normal law, its power, friction law,
+    and how friction's bound is coupled to the normal impulse."""
+
+    normal: str = "linear"
+    power: float = 3.0
+    friction: str = "huber"
+    coupling: str = "cone"
+
+
+def normal_impulse(vn, gap, k, damping, dt, laws: Laws, shared):
+    """γ_n(v_n) = Δt f_U(d₀ + T v_n) (module docstring): the normal impulse over the step at
+    normal velocity v_n, without friction."""
+    T = dt + damping / k
+    return dt * normal_force(gap + T * vn, k, laws.normal, laws.power, shared["smooth_width"])
+
+
+def _linear_huber(vn, z, gap, k, tau, mu, dt, s):
+    """ℓ of the linear normal law with huber friction in closed form (SAP, Castro et al. 2022,
+    Sec. V, in this module's terms): with P = -(d₀ + T v_n), ŷ = Δt k max(P, 0) the normal
+    impulse without friction and μ̂² = Δt k T μ² / s,
+
+        stick (s |v_t| < μ ŷ):   ℓ = N(v_n) + s/2 |v_t|²
+        slip:                    ℓ = N(v_n - μ |v_t|) / (1 + μ̂²),
+
+    continuous where they meet (s |v_t| = μ ŷ)."""
+    T = dt + tau
+
+    def n_of(x):
+        low = jnp.minimum(gap + T * x, 0.0)
+        return 0.5 * dt * k / T * low * low
+
+    free = dt * k * jnp.maximum(-(gap + T * vn), 0.0)
+    # strict: without a normal impulse there is no stick stiffness either, also at zero slip
+    # (a free flight's implicit gradients would otherwise see one)
+    stick = s * s * z < (mu * free) ** 2
+    slip = n_of(vn - mu * safe_sqrt(z)) / (1.0 + dt * k * T * mu * mu / s)
+    return jnp.where(stick, n_of(vn) + 0.5 * s * z, slip)
+
+
+def _maximizer(r, low, high):
+    """The root of the increasing scalar function r in [low, high] (r(low) <= 0 <= r(high)),
+    by Newton's method kept in the bracket (a step that leaves it bisects instead), with
+    `_ROOT_ITERATIONS` iterations; no derivative flows through it (`contact_cost`)."""
+    slope = jax.grad(r)
+
+    def body(_, carry):
+        x, lo, hi = carry
+        value = r(x)
+        lo = jnp.where(value <= 0.0, x, lo)
+        hi = jnp.where(value >= 0.0, x, hi)
+        newton = x - value / jnp.maximum(slope(x), 1.0)
+        inside = (newton > lo) & (newton < hi)
+        return jnp.where(inside, newton, 0.5 * (lo + hi)), lo, hi
+
+    start = jax.lax.stop_gradient((high, low, high))
+    return jax.lax.fori_loop(0, _ROOT_ITERATIONS, body, start)[0]
+
+
+def _slope_held(fn):
+    """fn(laws, z, ...) with its value and first derivatives, but a second derivative in z of
+    zero:
+    the potential whose Hessian in v is 2 fn'(z) I, friction's reweighted curvature (thesis
+    Eq. 136): along the slip it is b/|v| where the exact Hessian has none. Descent's block
+    preconditioner needs it: a fixed step along a direction without curvature overshoots."""
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+    def held(laws, z, *params):
+        return fn(laws, z, *params)
+
+    @held.defjvp
+    def _jvp(laws, primals, tangents):
+        z, *params = primals
+        slope = jax.grad(lambda y: fn(laws, y, *params))(z)
+        value, dparams = jax.jvp(lambda *p: fn(laws, z, *p), tuple(params),
+                                 tuple(tangents[1:]))
+        return value, jax.lax.stop_gradient(slope) * tangents[0] + dparams
+
+    return held
+
+
+def contact_cost(v, gap, k, damping, mu, dt, laws: Laws, shared, bound=None,
+                 reweighted=False):
+    """ℓ(v) of one contact (module docstring): its share of the step's potential, in J.
+
+    Args:
+      v: (3,) (v_n, v_t1, v_t2), the relative velocity at the contact point in its frame
+        (normal from side b into side a; v_n > 0 separates), m/s.
+      gap: () d₀, the signed distance at the start of the step, m.
+      k, damping, mu: () the pair's normal stiffness k_n, damping k_d, friction μ.
+      dt: () the time step.
+      laws: the static `Laws`.
+      shared: {"friction_stiffness", "friction_eps", "smooth_width"} of `jc.Contact`.
+      bound: () with coupling "lagged": friction's bound μ γ̄_n, fixed for the step.
+      reweighted: (static) friction's curvature reweighted (`_slope_held`): the same value
+        and gradient, a positive definite Hessian along the slip (Descent's preconditioner).
+
+    Returns:
+      () ℓ, convex in v; -∂ℓ/∂v is the contact's impulse over the step in the contact frame.
     """
-    check.number_or_array("restitution", restitution, low=0.0, high=1.0)
-    check.number_or_array("stiffness", stiffness, positive=True)
-    check.number_or_array("mass", mass, positive=True)
-    e = jnp.asarray(restitution)
-    crit = 2.0 * jnp.sqrt(stiffness * mass)
-    # e = 0 (L = ∞) is the critical limit; elsewhere L/sqrt(π²+L²) is smooth, also at e = 1
-    positive = e > 0.0
-    log_e = -jnp.log(jnp.where(positive, e, 1.0))
-    return crit * jnp.where(positive, log_e / jnp.sqrt(math.pi ** 2 + log_e ** 2), 1.0)
+    vn, z = v[0], v[1] * v[1] + v[2] * v[2]
+    cost = _slope_held(_cost) if reweighted else _cost
+    bound = jnp.zeros_like(gap) if bound is None else bound
+    return cost(laws, z, vn, gap, k, damping, mu, dt, bound, shared["friction_stiffness"],
+                shared["friction_eps"], shared["smooth_width"])
+
+
+def _cost(laws, z, vn, gap, k, damping, mu, dt, bound, k_f, eps, width):
+    """`contact_cost` as a function of v_n and z = |v_t|² (friction is isotropic)."""
+    tau = damping / k
+    T = dt + tau
+    s = dt * (k * dt if laws.friction == "linear" else k_f)
+
+    def n_of(x):
+        return dt / T * normal_energy(gap + T * x, k, laws.normal, laws.power, width)
+
+    def slip_potential(bound):
+        return friction_dissipation(z, bound, laws.friction, s, eps, s)
+
+    if laws.coupling == "lagged":
+        return n_of(vn) + slip_potential(bound)
+    if laws.normal == "linear" and laws.friction in ("huber", "linear"):
+        return _linear_huber(vn, z, gap, k, tau, mu, dt, s)
+    if laws.friction == "pseudo_huber":
+        return n_of(vn - mu * (jnp.sqrt(z + eps * eps) - eps))
+    impulse = jax.grad(lambda x: -n_of(x))
+    bound_slope = jax.grad(slip_potential)
+
+    def residual(x, v_n=vn):
+        return x - v_n + mu * bound_slope(mu * impulse(x))
+
+    x_star = jax.lax.stop_gradient(_maximizer(residual, vn - mu * safe_sqrt(z), vn))
+    # one Newton step from the root found, with v and the parameters live: its value is the
+    # root's and its first derivatives are the root's (implicit function theorem), so ℓ
+    # below has the exact gradient and Hessian (∂ℓ/∂x = 0 at the root)
+    x = x_star - residual(x_star) / jax.grad(residual)(x_star)
+    gamma = impulse(x)
+    return n_of(x) + gamma * (x - vn) + slip_potential(mu * gamma)
+
+
+# --- restitution of the damped law ------------------------------------------------------------
+
+def _restitution_exponent(zeta):
+    """A(ζ) with e = exp(-2 ζ A(ζ)) (`damping_to_restitution`): arccos ζ / sqrt(1 - ζ²)
+    below 1, arccosh ζ / sqrt(ζ² - 1) above, and its series 1 - u/3 + 2u²/15 - 2u³/35 about
+    ζ = 1 (u = ζ - 1) within 1e-3 of it (error < 1e-13)."""
+    u = zeta - 1.0
+    near = jnp.abs(u) < 1e-3
+    below = zeta < 1.0
+    safe = jnp.where(near, 0.5, zeta)
+    low, high = jnp.where(below, safe, 0.5), jnp.where(below, 2.0, safe)
+    under = jnp.arccos(low) / jnp.sqrt(1.0 - low * low)
+    over = jnp.arccosh(high) / jnp.sqrt(high * high - 1.0)
+    series = 1.0 - u / 3.0 + 2.0 * u * u / 15.0 - 2.0 * u ** 3 / 35.0
+    return jnp.where(near, series, jnp.where(below, under, over))
 
 
 def damping_to_restitution(damping, stiffness, mass):
-    """Coefficient of restitution of a point mass, ADD Eq. 22: e = exp(-π k_d/sqrt(4 k m - k_d²)).
+    """Coefficient of restitution of a point mass on the damped linear law.
 
-    Returns 0 at or above critical damping (k_d² >= 4 k m), where the contact does not rebound.
+    The force max(0, k_n(-d) - k_d ḋ) (module docstring) releases the mass once the damper
+    outweighs the spring, before the gap reopens; with ζ = k_d / (2 sqrt(k_n m)),
+
+        e = exp(-2 ζ arccos(ζ) / sqrt(1 - ζ²))        (ζ < 1; arccosh and sqrt(ζ² - 1) above)
+
+    which is 1 at ζ = 0, exp(-2) = 0.135 at critical damping and tends to 0 as 1/(4ζ²).
+    (ADD Eq. 22, exp(-π ζ/sqrt(1 - ζ²)), is the same spring and damper allowed to pull.)
+    This is the law of the continuous contact; the implicit step adds numerical damping of its
+    own, so a simulated bounce reaches e only when the contact, which lasts about
+    π sqrt(m / k_n), spans many steps.
     """
     check.number_or_array("damping", damping, low=0.0)
     check.number_or_array("stiffness", stiffness, positive=True)
     check.number_or_array("mass", mass, positive=True)
-    disc = 4.0 * stiffness * mass - damping * damping
-    under = disc > 0
-    return jnp.where(under, jnp.exp(-math.pi * damping / jnp.sqrt(jnp.where(under, disc, 1.0))),
-                     0.0)
+    zeta = jnp.asarray(damping) / (2.0 * jnp.sqrt(stiffness * mass))
+    return jnp.exp(-2.0 * zeta * _restitution_exponent(zeta))
+
+
+# bisection steps of `restitution_to_damping` over log ζ in [-40, 40]: 80 / 2^64 < 1e-17
+_RESTITUTION_BISECTIONS = 64
+
+
+def restitution_to_damping(restitution, stiffness, mass):
+    """Damping k_d giving coefficient of restitution e for a point mass (the inverse of
+    `damping_to_restitution`). e = 1 gives 0; e must be > 0 (the damped law always releases
+    the mass with some speed: e → 0 needs k_d → ∞). Differentiable in all three arguments."""
+    check.number_or_array("restitution", restitution, low=0.0, high=1.0)
+    if isinstance(restitution, (int, float)) and restitution == 0:
+        raise ValueError(f"restitution must be > 0 (the damper releases a bounce before the "
+                         f"gap reopens: e -> 0 needs infinite damping), got {restitution!r}")
+    check.number_or_array("stiffness", stiffness, positive=True)
+    check.number_or_array("mass", mass, positive=True)
+    e = jnp.asarray(restitution)
+    e = e.astype(e.dtype if jnp.issubdtype(e.dtype, jnp.floating) else jnp.float32)
+    target = -jnp.log(e)     # 2 ζ A(ζ), increasing in ζ
+
+    def excess(log_zeta, target):
+        zeta = jnp.exp(log_zeta)
+        return 2.0 * zeta * _restitution_exponent(zeta) - target
+
+    def bisect(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        up = excess(mid, target) < 0.0
+        return jnp.where(up, mid, lo), jnp.where(up, hi, mid)
+
+    lo = jnp.full(e.shape, -40.0, e.dtype)
+    root = jax.lax.stop_gradient(0.5 * sum(jax.lax.fori_loop(
+        0, _RESTITUTION_BISECTIONS, bisect, (lo, lo + 80.0))))
+    # one Newton step from the root: the value is the root's, the derivative the implicit one
+    slope = jax.vmap(jax.grad(excess))(root.reshape(-1), target.reshape(-1)).reshape(e.shape)
+    log_zeta = root - excess(root, target) / slope
+    zeta = jnp.where(e < 1.0, jnp.exp(log_zeta), 0.0)
+    return 2.0 * zeta * jnp.sqrt(stiffness * mass)
 
 
 # --- settings ---------------------------------------------------------------------------------
@@ -209,6 +413,17 @@ class Contact:
         below the Coulomb bound a body creeps at F / k_f (relaxed friction has no force at
         zero slip, thesis Sec. 5.5): the default 1e4 gives 0.1 mm/s per N of load.
       friction_eps: regularization velocity ε (m/s) of "pseudo_huber".
+      coupling: how friction's bound follows the normal impulse (module docstring). "cone"
+        (default; SAP's): μ times the normal impulse of the same step, in one convex cost
+        per contact; a sliding contact hovers about μ |slip| (Δt + k_d/k_n) above its
+        surface. "lagged": μ times the normal impulse at the velocities the step starts
+        from; exact Coulomb while sliding, but a contact that closes during the step gets
+        its start's bound (at coarse steps, impacts stick). Design note 57 measures both.
+      relinearize: after each step's solve, linearize contact again at its answer (the
+        end-of-step configuration and velocities) and solve again, this many times (default
+        0). Each costs a solve, warm-started; gradients go through all of them. With
+        coupling "lagged" the fixed point is the fully implicit step (frame, gap and
+        friction's bound at the end of the step).
     """
 
     normal: str = "linear"
@@ -217,8 +432,12 @@ class Contact:
     friction: str = "huber"
     friction_stiffness: float = 1e4
     friction_eps: float = 1e-4
+    coupling: str = "cone"
+    relinearize: int = 0
 
     def __post_init__(self):
+        check.choice("coupling", self.coupling, COUPLINGS)
+        check.integer("relinearize", self.relinearize, low=0)
         check.choice("normal", self.normal, NORMAL_LAWS)
         check.choice("friction", self.friction, FRICTION_LAWS)
         check.number("power", self.power, low=2)

@@ -1,21 +1,20 @@
-"""Contact terms: one collider per pair of kinds, the contact and friction laws as rows.
+"""Contact terms: one collider per pair of kinds, linearized at the start of the step.
 
 Every contact candidate is one element of a term: a body against a plane or an obstacle, a
 particle against a plane, an obstacle or a body, or two bodies. The term's collider gives the
-element's c contact rows (gap d, normal n from side b into side a, point; `geometry`) at
-any configuration, and every contact term turns them into the same three row groups
-(thesis Ch. 5; ADD Sec. 4):
+element's c contact rows (gap d, normal n from side b into side a, point; `geometry`) at any
+configuration. At the start of the step (`ContactTerm.elements`) each row is evaluated once at
+the configuration q- and linearized (DESIGN.md section 1, v2):
 
-    normal    d(q+(u))                           U_n(d; k_n), the normal law (`contact`):
-                                                 "linear" is the one-sided row k_n/2 min(d,0)²
-    damping   v_n = (d(q+(u)) - d(q-))/Δt        Δt w k_d/2 v_n² (ADD Eq. 21), w the fraction
-                                                 of the step in contact (design note 1); the
-                                                 gap's rate over the step (design note 41)
-    friction  (t̄₁·v_rel(u), t̄₂·v_rel(u))        Δt D(|u_s|²; μ f_n(ū)), the friction law; "huber"
-                                                 and "linear" are the disc rows of Eq. 132-133
+    gap d₀,  frame (n, t₁, t₂),  J (3, d): v = (v_n, v_t1, v_t2) = J x
 
-with the frame (n̄, t̄, the point) and the friction bound μ f_n taken at the lagged iterate ū
-(x̄), and the gap at u (x). Pair parameters combine the two sides' values (`combine`).
+the relative velocity of the two sides at the contact point in the contact frame, for the
+element's local velocities x (d of them). The gap at the end of the step is d₀ + Δt v_n to
+first order (exactly the derivative of the distance: the contact point's lever arms differ by
+the gap along n). The row's share of the step's potential is the convex cost
+ℓ(J x; d₀, k_n, k_d, μ) of `models.contact.contact_cost`: the normal law, its damping and the
+friction cone in one function. Nothing of the geometry runs during the solve.
+Pair parameters combine the two sides' values (`combine`).
 """
 
 from __future__ import annotations
@@ -31,19 +30,11 @@ from jaxcontact.compiling import jit
 from jaxcontact.math import quat_mul, quat_rotate, tangent_basis
 from jaxcontact.models import contact as laws
 from jaxcontact.models import geometry, sdf
+from jaxcontact.models.contact import Laws
 from jaxcontact.models.geometry import FAR
 from jaxcontact.types import Shape
 
 HOW = {"friction": "mean", "stiffness": "harmonic", "damping": "mean"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Laws:
-    """The static choice of laws (from `jc.Contact`): normal law, its power, friction law."""
-
-    normal: str = "linear"
-    power: float = 3.0
-    friction: str = "huber"
 
 
 def combine(a, b, how):
@@ -55,42 +46,11 @@ def combine(a, b, how):
     raise ValueError(f"unknown combination {how!r}")
 
 
-# --- the laws as row laws ψ(e or z, s, bound) ------------------------------------------------
-
-def _power_row(d, k, p):
-    return laws.power_energy(d, k, p)
-
-
-def _smooth_row(d, k, delta):
-    return laws.smooth_energy(d, k, delta)
-
-
-def _huber_row(z, s, bound):
-    return laws.huber_dissipation(z, bound, s)
-
-
-def _pseudo_huber_row(z, eps, bound):
-    return laws.pseudo_huber_dissipation(z, bound, eps)
-
-
-def _tanh_row(z, s, bound):
-    return laws.tanh_dissipation(z, bound, s)
-
-
-def normal_law(normal, power, shared, c):
-    """(ψ, its third argument (c,)) of the normal law; "linear" is the unilateral row."""
-    dtype = shared["smooth_width"].dtype
-    if normal == "linear":
-        return terms.unilateral_energy, jnp.zeros((c,), dtype)
-    if normal == "power":
-        return _power_row, jnp.full((c,), power, dtype)
-    return _smooth_row, jnp.broadcast_to(shared["smooth_width"], (c,))
-
-
 # --- the contact term ------------------------------------------------------------------------
 
-class ContactTerm(terms.RowTerm):
-    """What every collider shares: the law rows, pair parameters, gaps at the start.
+class ContactTerm(terms.Term):
+    """What every collider shares: the linearization at the start of the step, pair
+    parameters, and the contact cost of its rows.
 
     Subclasses define `collide(x, params, shared) -> (gap (c,), normal (c, 3), point (c, 3))`
     on the geoms' world poses, `rows_per_element` c, `elements`, which Local slots are side
@@ -115,66 +75,151 @@ class ContactTerm(terms.RowTerm):
             return (f"{self.name}: the {self.laws.normal!r} normal law is not a compliant "
                     "constraint (use normal='linear')")
         if self.laws.friction not in ("huber", "linear"):
-            return (f"{self.name}: {self.laws.friction!r} friction has no disc projection "
+            return (f"{self.name}: {self.laws.friction!r} friction has no cone projection "
                     "(use friction='huber' or 'linear')")
         return None
 
-    def gaps(self, x, params, shared):
-        return jnp.where(params["used"], self.frames(x, params, shared)[0], FAR)
+    def velocities(self, x, params):
+        """(c, 3) v = J x: each row's relative velocity in its contact frame."""
+        return jnp.einsum("cij,j->ci", params["jac"], x)
 
-    def _side_velocity(self, side, x, lag, point):
-        if side is None:
-            return jnp.zeros_like(point)
-        kind, i = side
-        if kind == "particle":
-            return jnp.broadcast_to(x.particle_vel[i], point.shape)
-        lever = point - lag.pos[i][None, :]
-        return x.vel[i][None, :] + jnp.cross(jnp.broadcast_to(x.ang_vel[i], lever.shape), lever)
+    def _row_costs(self, params, shared, dt, reweighted=False):
+        """ℓ of each row as a function of its velocity, and the rows' parameters, (c,)."""
+        c = params["gap"].shape[0]
 
-    def rows(self, x, lag, params, shared, dt):
-        used = params["used"]
-        gap = jnp.where(used, self.frames(x, params, shared)[0], FAR)
-        gap_lag, normal, point = self.frames(lag, params, shared)
-        gap_lag = jnp.where(used, gap_lag, FAR)
-        c = gap.shape[0]
-        k = jnp.broadcast_to(params["stiffness"], (c,))
-        law, arg = normal_law(self.laws.normal, self.laws.power, shared, c)
-        normal_rows = (terms.unilateral(gap, k) if self.laws.normal == "linear"
-                       else terms.custom(gap, k, law, arg))
-        force = normal_force(self.laws, shared, gap_lag, k)   # f_n(ū), the lagged bound
-        v_rel = (self._side_velocity(self.side_a, x, lag, point)
-                 - self._side_velocity(self.side_b, x, lag, point))
-        # the gap's own rate over the step, so that the damper only dissipates: n̄·v_rel
-        # reads the lever at the end of the step, turned by the step's rotation from the
-        # chord the contact point moves along, and fed the transverse spin of a capsule
-        # rolling at 0.36 rad per step 1.8x per step (design note 41)
-        v_n = (gap - params["gap_start"]) / dt
-        weight = laws.contact_fraction(params["gap_start"], gap_lag)
-        damping = terms.bilateral(v_n, dt * params["damping"] * weight)
+        def cost(v_row, gap, k, damping, mu, bound):
+            return laws.contact_cost(v_row, gap, k, damping, mu, dt, self.laws, shared, bound,
+                                     reweighted)
+
+        rows = (params["gap"], *(jnp.broadcast_to(params[name], (c,))
+                                 for name in ("stiffness", "damping", "friction")),
+                params["bound"])
+        return cost, rows
+
+    def energy(self, x, start, params, shared, dt, reweighted=False):
+        cost, rows = self._row_costs(params, shared, dt, reweighted)
+        values = jax.vmap(cost)(self.velocities(x, params), *rows)
+        return jnp.sum(jnp.where(params["used"], values, 0.0))
+
+    def gradient_and_hessian(self, x, start, params, shared, dt, reweighted=False):
+        """(∇Ψ (d,), ∇²Ψ (d, d)) of the element: Σ_rows Jᵀ ∇ℓ and Jᵀ ∇²ℓ J, the law
+        differentiated in its three row velocities only (`terms.hessian`)."""
+        cost, rows = self._row_costs(params, shared, dt, reweighted)
+        v = self.velocities(x, params)
+        grad = jax.vmap(jax.grad(cost))(v, *rows)
+        hess = jax.vmap(jax.hessian(cost))(v, *rows)
+        # (symmetric up to rounding; the reweighted law keeps one of its two cross terms)
+        hess = 0.5 * (hess + jnp.swapaxes(hess, 1, 2))
+        used = params["used"][:, None]
+        grad = jnp.where(used, grad, 0.0)
+        hess = jnp.where(used[:, :, None], hess, 0.0)
+        jac = params["jac"]
+        return (jnp.einsum("cid,ci->d", jac, grad),
+                jnp.einsum("cid,cij,cje->de", jac, hess, jac))
+
+    def normal_impulses(self, x, params, shared, dt):
+        """(c,) each row's normal impulse over the step, -∂ℓ/∂v_n, at local velocities x."""
+        cost, rows = self._row_costs(params, shared, dt)
+        grad = jax.vmap(jax.grad(cost))(self.velocities(x, params), *rows)
+        return jnp.where(params["used"], -grad[:, 0], 0.0)
+
+    def gaps(self, x, params, dt):
+        """(c,) the rows' gaps at the end of the step, to first order: d₀ + Δt v_n."""
+        return jnp.where(params["used"], params["gap"] + dt * self.velocities(x, params)[:, 0],
+                         FAR)
+
+    def compliance(self, x, params, shared, dt):
+        """The rows in compliance form (Dual; linear normal law with huber or linear friction,
+        `without_rows`): the normal row λ_n = max(-(v_n - v̂_n)/R_n, 0) with
+        v̂_n = -d₀/T, R_n = 1/(Δt k T), T = Δt + k_d/k, and the tangential pair
+        λ_t = -v_t/R_t, R_t = 1/s, limited to friction's bound (coupling "lagged") or, with
+        the normal row, to the friction cone (coupling "cone", SAP's form: Castro et al.
+        2022, Eq. 18). Returns (v - v̂ (c, 3), 1/R (c, 3), the bound or μ (c,)); unused
+        rows have stiffness 0."""
+        c = params["gap"].shape[0]
+        k, damping, mu = (jnp.broadcast_to(params[name], (c,))
+                          for name in ("stiffness", "damping", "friction"))
+        T = dt + damping / k
+        s = dt * (k * dt if self.laws.friction == "linear" else shared["friction_stiffness"])
+        zero = jnp.zeros_like(T)
+        target = jnp.stack([-params["gap"] / T, zero, zero], axis=-1)
+        stiffness = jnp.stack([dt * k * T, s + zero, s + zero], axis=-1)
+        stiffness = jnp.where(params["used"][:, None], stiffness, 0.0)
+        limit = mu if self.laws.coupling == "cone" else params["bound"]
+        return self.velocities(x, params) - target, stiffness, limit
+
+    def relative_velocity(self, x, config, point):
+        """(c, 3) velocity of side a relative to side b at the points, world frame, for the
+        element's local velocities x (linear in x; lever arms from the bodies' positions in
+        `config`, a `dofs.Local`)."""
+        kb, kp = config.pos.shape[0], config.particle_pos.shape[0]
+        rigid = x[:dofs.BODY_DOF * kb].reshape(kb, dofs.BODY_DOF)
+        particle = x[dofs.BODY_DOF * kb:].reshape(kp, dofs.PARTICLE_DOF)
+
+        def side(which):
+            if which is None:
+                return jnp.zeros_like(point)
+            kind, i = which
+            if kind == "particle":
+                return jnp.broadcast_to(particle[i], point.shape)
+            lever = point - config.pos[i][None, :]
+            return rigid[i, :3][None, :] + jnp.cross(
+                jnp.broadcast_to(rigid[i, 3:], lever.shape), lever)
+
+        return side(self.side_a) - side(self.side_b)
+
+    def linearize(self, start, params, shared, dt, at=None):
+        """{"gap", "jac", "bound"} of one element's rows: d₀ (c,), J (c, 3, d) and friction's
+        lagged bound (c,) (coupling "lagged"; unused by "cone").
+
+        Linearized about the element's local velocities `at` (None: at the start of the
+        step, x = 0; `relinearize`: the previous solve's answer): the end-of-step gap
+        d(q+(x)) ≈ d(q+(at)) + Δt J_n (x - at) = d₀ + Δt J_n x, with Δt J_n its exact
+        derivative through q+ (the exponential map's included), and the tangential rows the
+        relative velocity at the contact point, its lever arms from q+(at). At x = 0 the
+        normal row is the relative velocity along n as well (the witness points' lever arms
+        differ by the gap along n). The lagged bound is μ times the normal impulse at the
+        velocities `at`, or at the start of the step the state's (`start.velocity`)."""
+        d = dofs.local_size(self.n_bodies, self.n_particles)
+        x0 = jnp.zeros((d,), start.pos.dtype) if at is None else at
+
+        def gap_of(x):
+            return self.frames(dofs.local(start, x, dt), params, shared)[0]
+
+        config = dofs.local(start, x0, dt)
+        gap, normal, point = self.frames(config, params, shared)
         t1, t2 = tangent_basis(normal)
-        slip = jnp.stack([jnp.sum(v_rel * t1, axis=-1), jnp.sum(v_rel * t2, axis=-1)], axis=-1)
-        mu = jnp.broadcast_to(params["friction"], (c,))
-        bound, cone = dt * mu * force, dt * mu
-        friction = self.laws.friction
-        if friction in ("huber", "linear"):
-            stick = shared["friction_stiffness"] if friction == "huber" else k * dt
-            slip_rows = terms.RowGroup(slip, dt * jnp.broadcast_to(stick, (c,)), bound, cone,
-                                       law=_huber_row, kind=terms.DISC, partner=0, pair=True)
-        elif friction == "pseudo_huber":
-            slip_rows = terms.custom(slip, jnp.broadcast_to(shared["friction_eps"], (c,)),
-                                     _pseudo_huber_row, bound, pair=True)
+        tangents = jnp.stack([t1, t2], axis=1)   # (c, 2, 3)
+        slip = jax.jacfwd(lambda x: jnp.einsum("cij,cj->ci", tangents,
+                                               self.relative_velocity(x, config, point)))(x0)
+        normal_rows = jax.jacfwd(gap_of)(x0) / dt
+        jac = jnp.concatenate([normal_rows[:, None, :], slip], axis=1)
+        velocity = start.velocity if at is None else at
+        vn = normal_rows @ velocity
+        gap = jnp.where(params["used"], gap - dt * (normal_rows @ x0), FAR)
+        # friction's bound with coupling "lagged": μ times the normal impulse at the
+        # velocities the rows are linearized at
+        c = gap.shape[0]
+        k, damping, mu = (jnp.broadcast_to(params[name], (c,))
+                          for name in ("stiffness", "damping", "friction"))
+        impulse = laws.normal_impulse(vn, gap, k, damping, dt, self.laws, shared)
+        return {"gap": gap, "jac": jac, "bound": mu * impulse}
+
+    def linearized(self, el, dt, at=None) -> terms.Elements:
+        """The elements `el` with every row linearized (`linearize`); `at` (E, d) the
+        elements' local velocities to linearize about, or None (the start of the step)."""
+        if at is None:
+            rows = jax.vmap(lambda s, p: self.linearize(s, p, el.shared, dt))(el.start,
+                                                                             el.params)
         else:
-            slip_rows = terms.custom(slip, dt * jnp.broadcast_to(shared["friction_stiffness"],
-                                                                 (c,)),
-                                     _tanh_row, bound, pair=True)
-        return normal_rows, damping, slip_rows
+            rows = jax.vmap(lambda s, p, a: self.linearize(s, p, el.shared, dt, a))(
+                el.start, el.params, at)
+        return el.replace(params={**el.params, **rows})
 
 
-def normal_force(laws, shared, gap, stiffness):
-    """f_n = -ψ'(d) of the normal law per row (gap (c,), stiffness (c,) or scalar), N."""
-    c = gap.shape[0]
-    law, arg = normal_law(laws.normal, laws.power, shared, c)
-    return -jax.vmap(jax.grad(law))(gap, jnp.broadcast_to(stiffness, (c,)), arg)
+def normal_force(laws_, shared, gap, stiffness):
+    """f_n = -U'(d) of the normal law per row (gap (c,), stiffness (c,) or scalar), N."""
+    return laws.normal_force(gap, stiffness, laws_.normal, laws_.power, shared["smooth_width"])
 
 
 def _shared(model, extra=None):
@@ -184,23 +229,12 @@ def _shared(model, extra=None):
     return {**out, **(extra or {})}
 
 
-def _finish(term, model, state, bodies, particles, params, shared, used, slots=False):
-    """Elements with start poses and the gaps at the start of the step; with `slots` (the
-    elements are broad-phase slots, which may be empty) also which elements live."""
+def _finish(term, model, state, bodies, particles, params, shared, used):
+    """Elements with start poses and which rows exist (`used`); their rows are linearized by
+    `terms.prepare` (`ContactTerm.linearized`)."""
     start = dofs.gather_start(state, bodies, particles)
-    d = dofs.local_size(term.n_bodies, term.n_particles)
-
-    def at_start(s, p):
-        return term.frames(dofs.local(s, jnp.zeros((d,), state.pos.dtype), model.dt), p,
-                           shared)[0]
-
-    params = {**params, "used": used}
-    params["gap_start"] = jnp.where(used, jax.vmap(at_start)(start, params), FAR)
-    # only broad-phase slots can be empty: static elements always exist, and chunking them
-    # would only add a loop
-    live = jnp.any(used, axis=1) if slots else None
-    return terms.Elements(bodies=bodies, particles=particles, start=start, params=params,
-                          shared=shared, live=live)
+    return terms.Elements(bodies=bodies, particles=particles, start=start,
+                          params={**params, "used": used}, shared=shared)
 
 
 def _place(x, p, slots):
@@ -495,7 +529,7 @@ class ParticleBody(ContactTerm):
                               _surface(model.geom, jnp.maximum(geom, 0)))}
         body = _geom_body(model, jnp.where(used, geom, -1))
         return _finish(self, model, state, body[:, None], particle[:, None], params,
-                       _shared(model), used[:, None], slots=not self.pairs)
+                       _shared(model), used[:, None])
 
 
 def pair_terms(shape_a, shape_b):
@@ -621,7 +655,7 @@ class BodyPair(ContactTerm):
         bodies = jnp.stack([_geom_body(model, jnp.where(used, a, -1)),
                             _geom_body(model, jnp.where(used, b, -1))], axis=1)
         return _finish(self, model, state, bodies, jnp.zeros((a.shape[0], 0), jnp.int32),
-                       params, _shared(model), rows_used, slots=not self.pairs)
+                       params, _shared(model), rows_used)
 
     def _edge_pairings(self, model, state, params, a, b):
         """`geometry.edge_pairing` of every element (geoms a, b) at the start of the step."""

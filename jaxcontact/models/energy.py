@@ -60,6 +60,6 @@ class UserEnergy(terms.EnergyTerm):
                               start=dofs.gather_start(state, bodies, particles),
                               params=model.energy[self.index])
 
-    def potential(self, x, lag, params, shared, dt, irls=False):
+    def potential(self, x, params, shared, dt):
         value = self.fn(x, params)
         return dt * value if self.dissipation else value

@@ -41,7 +41,7 @@ class Gravity(terms.EnergyTerm):
                               start=dofs.gather_start(state, bodies, particles),
                               params={"mass": mass}, shared={"gravity": model.gravity})
 
-    def potential(self, x, lag, p, shared, dt, irls=False):
+    def potential(self, x, p, shared, dt):
         pos = x.particle_pos[0] if self.particles else x.pos[0]
         return -p["mass"] * (shared["gravity"] @ pos)
 

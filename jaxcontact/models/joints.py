@@ -116,7 +116,7 @@ class JointTerm(terms.RowTerm):
             params.update(_start_damping(self.kind, start, params, model.dt))
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         f = frames(x, p)
         point = f["p_a"] - f["p_b"]
         k3 = jnp.full((3,), p["stiffness"])
@@ -183,7 +183,7 @@ class MotorTerm(terms.RowTerm):
         params["coef"] = params["kd"][:, None]
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         f = frames(x, p)
         error = f["ref_a"] - rotate_about(f["axis_b"], p["target"], f["ref_b"])
         return (terms.bilateral(error, jnp.full((3,), p["kp"])),
@@ -209,7 +209,7 @@ class LimitTerm(terms.RowTerm):
                          _VECTORS + ("lower", "upper", "limit_stiffness"))
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         f = frames(x, p)
         coord = hinge_angle(f) if self.kind == "hinge" else slider_position(f)
         error = jnp.stack([coord - p["lower"], p["upper"] - coord])

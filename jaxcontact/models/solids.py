@@ -65,7 +65,7 @@ class SolidTerm(terms.EnergyTerm):
                   ("youngs_modulus", "poisson_ratio", "viscosity", "rest_inverse", "volume")}
         return terms.particle_elements(state, np.asarray(solid.tets)[index], params)
 
-    def potential(self, x, lag, p, shared, dt, irls=0.0):
+    def potential(self, x, p, shared, dt):
         F = elasticity.deformation_gradient(x.particle_pos, p["rest_inverse"])
         elastic = _density(self.material, F, p)
         rate = elasticity.deformation_gradient(x.particle_vel, p["rest_inverse"])

@@ -13,7 +13,7 @@ Both stay exact for any value of the differentiable leaf L.
 
 An attachment ties a particle to a point fixed in a body (or the world): U = k/2 |x_p - p_b|²
 with the dissipation Δt c/2 |v_p - v_b(p_b)|² of their relative velocity (the body point's
-lever arm taken at the lagged iterate).
+lever arm taken at the start of the step).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class SpringTerm(terms.RowTerm):
         return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
                               start=dofs.gather_start(state, bodies, particles), params=params)
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         delta = (x.pos[0] + quat_rotate(x.quat[0], p["anchor_a"])
                  - x.pos[1] - quat_rotate(x.quat[1], p["anchor_b"]))
         if self.vector:
@@ -79,15 +79,15 @@ class AttachmentTerm(terms.RowTerm):
         bodies = np.asarray(att.body, np.int32).reshape(-1, 1)
         particles = np.asarray(att.particle, np.int32).reshape(-1, 1)
         params = {name: getattr(att, name) for name in ("anchor", "stiffness", "damping")}
+        start = dofs.gather_start(state, bodies, particles)
+        # the body point's lever arm for the dissipation, at the start of the step
+        params["lever"] = jax.vmap(quat_rotate)(start.quat[:, 0], params["anchor"])
         return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
-                              start=dofs.gather_start(state, bodies, particles), params=params)
+                              start=start, params=params)
 
-    def rows(self, x, lag, p, shared, dt):
+    def rows(self, x, p, shared, dt):
         point = x.pos[0] + quat_rotate(x.quat[0], p["anchor"])
-        lever = quat_rotate(lag.quat[0], p["anchor"])
-        v_point = x.vel[0] + jnp.cross(x.ang_vel[0], lever)
+        v_point = x.vel[0] + jnp.cross(x.ang_vel[0], p["lever"])
         return (terms.bilateral(x.particle_pos[0] - point, jnp.full((3,), p["stiffness"])),
                 terms.bilateral(x.particle_vel[0] - v_point, jnp.full((3,), dt * p["damping"])))
 
-
-_ = jax

@@ -1,14 +1,17 @@
 """How gradients flow through a solve: implicit differentiation (the only gradient rules of the
 library) or unrolling, as objects a solver carries and `step` calls.
 
-For the solution u*(θ) of g(u; θ) = 0 (g = ∂Φ/∂u, `Problem.gradient`), with J = ∂g/∂u at u*:
+For the minimizer u*(θ) of Φ(u; θ), where ∇Φ(u*; θ) = 0 (`Problem.gradient`), with
+H = ∇²Φ at u* (symmetric):
 
-    reverse:  Jᵀ λ = ū,   θ̄ = -(∂g/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
-    forward:  J u̇ = -(∂g/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
+    reverse:  H λ = ū,   θ̄ = -(∂∇Φ/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
+    forward:  H u̇ = -(∂∇Φ/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
 
-J is the exact, block-sparse Jacobian of the step (`Problem.linearize`): factored densely for
-small systems, or solved by BiCGSTAB on its products with a block-Jacobi or multilevel
-preconditioner for large ones (`linear`: "auto" picks by size). The forward rule solves through
+H is the exact Hessian of the step assembled block-sparse (`Problem.hessian`):
+factored densely for small systems, or solved by conjugate gradients on its products with a
+block-Jacobi or multilevel preconditioner for large ones (`linear`: "auto" picks by size). θ
+includes the contact rows linearized at the start of the step, themselves functions of the
+state, so gradients are exact for the simulated map. The forward rule solves through
 `lax.custom_linear_solve`, which JAX can transpose, so `jax.grad` works in forward mode too.
 Solvers never see these rules: `solve` runs the solver on stop-gradient inputs and attaches
 the rule to its answer, whose primal is the identity on u*. The memory kept per solve is u*
@@ -27,11 +30,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
-from jaxcontact.solvers import linear
+from jaxcontact.solvers import linear, tolerances
 
 AD_MODES = ("vjp", "jvp", "unrolled")
-KRYLOV_RIGID = 100   # the default cap of BiCGSTAB iterations per solve (`Implicit`)
-KRYLOV_MESHES = 400  # ... in scenes with solids or cloth
 MODES = ("reverse", "forward")
 
 
@@ -44,8 +45,8 @@ class Implicit:
         `custom_jvp` for `jax.jvp` / `jax.jacfwd`, e.g. Gauss-Newton; reverse mode works by
         transposition).
       linear: "auto" (dense up to `linear.DENSE_MAX` unknowns, else Krylov), "dense",
-        "krylov" (preconditioned BiCGSTAB, no n x n matrix).
-      iterations: most BiCGSTAB iterations of a Krylov solve. None (default): 100, or 400
+        "krylov" (preconditioned conjugate gradients, no n x n matrix).
+      iterations: most conjugate-gradient iterations of a Krylov solve. None (default): 100, or 400
         in scenes with solids or cloth (as `Newton.krylov_iterations`).
       preconditioner: of the Krylov solve, as `Newton.preconditioner` ("auto", default:
         multilevel in scenes with a large cloth, else block-Jacobi).
@@ -58,7 +59,7 @@ class Implicit:
     linear: str = "auto"
     iterations: int | None = None
     preconditioner: str = "auto"
-    rtol: float = 1e-12
+    rtol: float = tolerances.ADJOINT_RTOL
     early_exit: bool = False
 
     def __post_init__(self):
@@ -78,9 +79,10 @@ class Implicit:
 
     def solve(self, solver, problem, u0, args):
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
-        u, stats = solver.solve(problem, jax.lax.stop_gradient(u0),
+        u, stats = solver.solve(problem, None if u0 is None else jax.lax.stop_gradient(u0),
                                 jax.lax.stop_gradient(args))
-        iterations = self.iterations or (KRYLOV_MESHES if args[0].has_meshes else KRYLOV_RIGID)
+        iterations = self.iterations or (tolerances.KRYLOV_MESHES if args[0].has_meshes
+                                         else tolerances.KRYLOV_RIGID)
         settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
                                        or solver.loops_exit_early)
         return solution(problem, u, args, settings), stats
@@ -102,16 +104,14 @@ def from_settings(ad: str, method: str):
     return Implicit(mode="forward" if ad == "jvp" else "reverse", linear=method)
 
 
-def _operator(jac, settings, transpose):
-    """b ↦ J⁻¹ b (or J⁻ᵀ b) for the assembled `Jacobian` J, dense or Krylov."""
-    if linear.dense(jac.size, settings.linear):
-        a = jac.dense()
-        a = a.T if transpose else a
+def _operator(hessian, settings):
+    """b ↦ H⁻¹ b for the assembled `Hessian` H, dense or by conjugate gradients."""
+    if linear.dense(hessian.size, settings.linear):
+        a = hessian.dense()
         return lambda b: linalg.solve(a, b)
-    matvec = jac.rmatvec if transpose else jac.matvec
-    precond = linear.preconditioner(jac, settings.preconditioner, transpose)
-    return lambda b: linear.bicgstab(matvec, precond, b, settings.iterations, settings.rtol,
-                                     settings.early_exit)
+    precond = linear.preconditioner(hessian, settings.preconditioner)
+    return lambda b: linear.cg(hessian.matvec, precond, b, settings.iterations, settings.rtol,
+                               settings.early_exit)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0, 3))
@@ -125,8 +125,8 @@ def _reverse_fwd(problem, u_star, args, settings):
 
 def _reverse_bwd(problem, settings, saved, u_bar):
     u_star, args = saved
-    _, jac = problem.linearize(u_star, args, "exact")
-    lam = _operator(jac, settings, transpose=True)(u_bar)
+    _, hessian = problem.hessian(u_star, args)
+    lam = _operator(hessian, settings)(u_bar)
     _, pullback = jax.vjp(lambda a: problem.gradient(u_star, a), args)
     (args_bar,) = pullback(-lam)
     # u* was found from a stop-gradient guess: the solution does not depend on it
@@ -146,11 +146,10 @@ def _forward_rule(problem, settings, primals, tangents):
     u_star, args = primals
     _, args_dot = tangents
     _, g_dot = jax.jvp(lambda a: problem.gradient(u_star, a), (args,), (args_dot,))
-    _, jac = problem.linearize(u_star, args, "exact")
-    solve = _operator(jac, settings, transpose=False)
-    solve_t = _operator(jac, settings, transpose=True)
-    u_dot = jax.lax.custom_linear_solve(jac.matvec, -g_dot, solve=lambda _, b: solve(b),
-                                        transpose_solve=lambda _, b: solve_t(b))
+    _, hessian = problem.hessian(u_star, args)
+    solve = _operator(hessian, settings)
+    u_dot = jax.lax.custom_linear_solve(hessian.matvec, -g_dot, solve=lambda _, b: solve(b),
+                                        symmetric=True)
     return u_star, u_dot
 
 

@@ -2,12 +2,12 @@
 
 Starting from the free-flight velocities ũ (gravity included), each iteration takes
 
-    u <- u - α P⁻¹ ∂Φ/∂u,     P = the block diagonal of M + Σ_e Gᵀ ψ'' G
+    u <- u - α P⁻¹ ∂Φ/∂u,     P = the block diagonal of ∇²Φ
 
 with P one dense block per block of degrees of freedom (6 x 6 per body, 3 x 3 per particle)
-of the Gauss-Newton model of the Hessian (`Problem.gauss_newton`: thesis Eq. 115-116,
-blockwise as §5.6 does for rigid bodies; contact curvature by Eq. 131, friction by the scalar
-Eq. 136) rebuilt at every iterate, and a fixed step α (0.5 in the thesis). The cost per
+of the step's Hessian with friction's curvature reweighted (Eq. 136)
+(`Problem.hessian`: thesis Eq. 115-116, blockwise as §5.6 does for rigid bodies) rebuilt at
+every iterate, and a fixed step α (0.5 in the thesis). The cost per
 iteration is one gradient and one row evaluation, and it is insensitive to mass ratios (the
 mass is inverted exactly, blockwise), but it converges slowly when stiffness ratios are large
 (thesis §5.3, Fig. 27 and 31).
@@ -16,10 +16,22 @@ mass is inverted exactly, blockwise), but it converges slowly when stiffness rat
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
+
+from jaxcontact import linalg
 from jaxcontact.solvers import base
 
 PRECONDITIONERS = ("block", "diagonal")
+
+
+class DescentCarry(NamedTuple):
+    """The iterate and ∇Φ there."""
+
+    u: jax.Array
+    g: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +41,7 @@ class Descent(base.Solver):
     Attributes:
       iterations: static number of descent iterations (the thesis uses 15-100).
       alpha: fixed step length α in (0, 1] (thesis §5.6: 0.5 "sufficient ... for all cases").
-      preconditioner: "block" (default): each block's full Gauss-Newton block, inverted
+      preconditioner: "block" (default): each block's full Hessian block, inverted
         blockwise as §5.6 does for rigid bodies; "diagonal": its diagonal only, the per-DOF
         Jacobi preconditioner of Eq. 116 / Algorithm 2, which ignores the coupling of a
         body's own degrees of freedom (and so, e.g., between a contact's normal and friction
@@ -47,12 +59,27 @@ class Descent(base.Solver):
         base.check_positive(self, "alpha", high=1.0)
         base.check_choice(self, "preconditioner", PRECONDITIONERS)
 
-    def iteration(self, problem, carry, args, tol):
-        (u,) = carry
-        g, noise = problem.gradient_noise(u, args)
-        blocks = problem.gauss_newton(u, args).block_diagonal()
+    def start(self, problem, u0, args):
+        u = problem.start(args) if u0 is None else u0
+        return DescentCarry(u, problem.gradient(u, args))
+
+    def iteration(self, problem, carry, args):
+        u, _ = carry
+        g, hessian = problem.hessian(u, args, exact=False)
+        blocks = hessian.block_diagonal()
         if self.preconditioner == "diagonal":
             blocks = blocks.diagonal_only()
-        step = blocks.solve(g)
-        return ((u - self.alpha * step,), problem.mass(args).solve(g), base.finite(step),
-                noise, 0.0)
+        # each block made positive definite where it is not (`linalg.solve_convexified`,
+        # in the mass metric): the step then descends
+        metric = problem.mass(args).diagonal()
+        step, start = [], 0
+        for b in blocks.blocks:
+            count, size = b.shape[0], b.shape[1]
+            part = slice(start, start + count * size)
+            solve = jax.vmap(lambda a, r, m: linalg.solve_convexified(a, r, m)[0])
+            step.append(solve(b, g[part].reshape(count, size),
+                              metric[part].reshape(count, size)).reshape(-1))
+            start += count * size
+        step = jnp.concatenate(step)
+        u_new = u - self.alpha * step
+        return DescentCarry(u_new, problem.gradient(u_new, args)), base.finite(step)

@@ -6,24 +6,29 @@ iteration takes, for all rows at once (Jacobi),
 
     Δλ_j = -α (s_j e_j(u) + λ_j) / (s_j W_j + 1),      W_j = G_j M̃⁻¹ G_jᵀ   (Eq. 122-123)
     λ    <- Π(λ + Δλ)                       by the row's declared kind: "unilateral" λ >= 0,
-                                            "disc" |λ_pair| <= cone λ_partner, "bilateral" free
+                                            "bilateral" free, "cone" (a contact's normal and
+                                            tangential rows) onto the friction cone
     u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   ("fast projection", the thesis's choice)
        or  u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j        (`update="exact"`: Eq. 124 from the start of
                                                the step, whose fixed point is exactly the
                                                primal solution)
 
+A contact's rows are linear in u (linearized at the start of the step) with the compliance
+R = 1/s of its law (`models.contacts.ContactTerm.compliance`); its multipliers are projected
+onto λ_n >= 0 and friction's disc |λ_t| <= b̄ (or, with the cone coupling, onto the cone
+|λ_t| <= μ λ_n in the metric D = W + R of the step above), so that the fixed point is the
+primal optimum of the contact's convex cost (the same answer Newton finds).
 M̃ is the split mass (Tonge et al., thesis §5.6): a block shared by c active rows counts with
-mass M/c, which keeps the Jacobi sweep stable on stacks and piles (`split_counts`). The
-incremental update accumulates each iteration's Jacobian, so where constraint directions
-rotate during the solve its fixed point differs slightly from the primal one; the reported
-residual (max |M⁻¹ ∂Φ/∂u|) shows by how much. It converges slowly for large mass ratios
-(thesis §5.3, Fig. 26 and 30) and is insensitive to stiffness ratios (Fig. 27). Only terms
-in compliance form can be projected (every row kind declared): `check` says which are not.
+mass M/c, which keeps the Jacobi sweep stable on stacks and piles (`split_counts`). It
+converges slowly for large mass ratios (thesis §5.3, Fig. 26 and 30) and is insensitive to
+stiffness ratios (Fig. 27). Only terms in compliance form can be projected (every row kind
+declared): `check` says which are not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,36 +40,42 @@ from jaxcontact.solvers import base
 UPDATES = ("incremental", "exact")
 
 
-def project(rows, lam):
-    """Π of Eq. 123, block by block by declared kind: unilateral multipliers >= 0, each
-    friction pair onto its disc of radius cone x the partner's (projected) multiplier."""
-    out = list(lam)
-    for i, rb in enumerate(rows):
-        if rb.kind == "unilateral":
-            out[i] = jnp.maximum(lam[i], 0.0)
-    for i, rb in enumerate(rows):
-        if rb.kind == "disc":
-            radius = rb.cone * out[rb.partner]
-            norm = safe_norm(lam[i])
-            scale = jnp.where(norm > radius, safe_div(radius, norm), 1.0)
-            out[i] = lam[i] * scale[..., None]
-    return tuple(out)
+class DualCarry(NamedTuple):
+    """The iterate, ∇Φ there and the rows' multipliers (one array per `RowBlock`)."""
+
+    u: jax.Array
+    g: jax.Array
+    lam: tuple
+
+
+def project_cone(y, mu, ratio):
+    """Project multipliers y (..., 3) = (normal, tangential pair) onto the cone
+    |y_t| <= μ y_n in the metric diag(D_n, D_t, D_t), ratio = D_t / D_n: inside stays,
+    the polar cone goes to zero, the rest to the cone's surface (Castro et al. 2022, Sec. V,
+    in a scaled metric)."""
+    n, t = y[..., 0], y[..., 1:]
+    r = safe_norm(t)
+    inside = r <= mu * n
+    polar = mu * ratio * r <= -n
+    normal = (n + mu * ratio * r) / (1.0 + mu * mu * ratio)
+    tangent = (mu * normal)[..., None] * safe_div(t, r[..., None])
+    surface = jnp.concatenate([normal[..., None], tangent], axis=-1)
+    return jnp.where(inside[..., None], y, jnp.where(polar[..., None], 0.0, surface))
 
 
 def active(rows, lam):
-    """Per block of rows, which rows act (E, c): one-sided rows in violation or with a
-    multiplier, rows with stiffness, friction pairs whose partner acts (counted twice)."""
+    """Per block of rows, which rows act (E, r): one-sided rows in violation or with a
+    multiplier, rows with stiffness, a contact's three rows where it pushes or would."""
     out = []
     for rb, l in zip(rows, lam):
         if rb.kind == "unilateral":
             out.append((rb.error < 0.0) | (l > 0.0))
-        elif rb.kind == "disc":
-            out.append(None)
+        elif rb.kind in ("contact", "cone"):
+            pushing = (rb.stiffness[..., 0] > 0.0) & ((rb.error[..., 0] < 0.0)
+                                                       | (l[..., 0] > 0.0))
+            out.append(jnp.repeat(pushing, 3, axis=1))
         else:
             out.append(rb.stiffness > 0.0)
-    for i, rb in enumerate(rows):
-        if rb.kind == "disc":
-            out[i] = 2 * (out[rb.partner] & (rb.cone > 0.0))
     return out
 
 
@@ -73,8 +84,7 @@ def split_counts(rows, lam, mass: BlockDiagonal):
 
     Counting rows, not contacts, is what makes the Jacobi sweep safe: with c_b rows on block
     b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j (Cauchy-Schwarz), so the
-    split diagonal dominates the dual Hessian and α <= 1 cannot overshoot. (Counting a
-    contact once lets its parallel normal and damping rows overshoot together: a 2-cycle.)
+    split diagonal dominates the dual Hessian and α <= 1 cannot overshoot.
     """
     counts = [jnp.zeros((b.shape[0],), b.dtype) for b in mass.blocks]
     for rb, act in zip(rows, active(rows, lam)):
@@ -97,6 +107,31 @@ def effective_mass(rb, inverse_blocks):
         g = jac[:, :, offset:offset + size]
         total = total + jnp.einsum("erm,emn,ern->er", g, padded[ids], g)
     return total
+
+
+def project_contact(y, bound):
+    """Project multipliers y (..., 3) onto λ_n >= 0, |λ_t| <= bound (a fixed disc)."""
+    n, t = y[..., :1], y[..., 1:]
+    r = safe_norm(t)[..., None]
+    scale = jnp.where(r > bound[..., None], safe_div(bound[..., None], r), 1.0)
+    return jnp.concatenate([jnp.maximum(n, 0.0), t * scale], axis=-1)
+
+
+def _contact_step(rb, lam, w, alpha):
+    """A contact's multipliers after one Jacobi step, projected in its metric."""
+    w = w.reshape(lam.shape)
+    # one effective mass for both tangential rows (the larger): the cone is then round in
+    # the metric, and its projection commutes with the step
+    w_t = jnp.max(w[..., 1:], axis=-1, keepdims=True)
+    w = jnp.concatenate([w[..., :1], jnp.broadcast_to(w_t, w[..., 1:].shape)], axis=-1)
+    s = rb.stiffness
+    new = lam - alpha * (s * rb.error + lam) / (s * w + 1.0)
+    # D_t / D_n with D = W + 1/s
+    ratio = safe_div(s[..., 0] * (w[..., 1] * s[..., 1] + 1.0),
+                     s[..., 1] * (w[..., 0] * s[..., 0] + 1.0))
+    if rb.kind == "contact":
+        return project_contact(new, rb.limit)
+    return project_cone(new, rb.limit, ratio)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,41 +166,32 @@ class Dual(base.Solver):
             raise ValueError("solver Dual needs every term in compliance form (constraint "
                              "rows of declared kinds): " + "; ".join(reasons))
 
-    def start(self, problem, points, grads, noises, args, tol):
-        u = points[0]
+    def start(self, problem, u0, args):
+        u = problem.start(args) if u0 is None else u0
         rows = jax.eval_shape(problem.rows, u, args)
-        lam = tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows)
-        return (u, lam), grads[0], noises[0]
+        return DualCarry(u, problem.gradient(u, args),
+                         tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows))
 
-    def iteration(self, problem, carry, args, tol):
-        u, lam = carry
+    def iteration(self, problem, carry, args):
+        u, _, lam = carry
         mass = problem.mass(args)
         n = u.shape[0]
-        g, noise = problem.gradient_noise(u, args)
-        r = mass.solve(g)
         rows = problem.rows(u, args)
-        if self.mass_splitting:
-            counts = split_counts(rows, lam, mass)
-            split = mass.divided(counts)
-        else:
-            split = mass
+        split = mass.divided(split_counts(rows, lam, mass)) if self.mass_splitting else mass
         inverse = split.inverse().blocks
         new = []
         for rb, l in zip(rows, lam):
             w = effective_mass(rb, inverse)
-            if rb.pair:   # one effective mass for both rows of a pair (the larger): the
-                # projection onto the disc commutes with a step only if the step is scaled the
-                # same in both directions, else the sweep stalls at a wrong fixed point
-                w = jnp.max(w.reshape(w.shape[0], -1, 2), axis=-1)[..., None]
-                s = rb.stiffness[..., None]
-            else:
-                s = rb.stiffness
-            new.append(l - self.alpha * (s * rb.error + l) / (s * w + 1.0))
-        new = project(rows, tuple(new))
+            if rb.kind in ("contact", "cone"):
+                new.append(_contact_step(rb, l, w, self.alpha))
+                continue
+            step = l - self.alpha * (rb.stiffness * rb.error + l) / (rb.stiffness * w + 1.0)
+            new.append(jnp.maximum(step, 0.0) if rb.kind == "unilateral" else step)
+        new = tuple(new)
         if self.update == "incremental":
             delta = sum(rb.transpose_apply(a - b, n) for rb, a, b in zip(rows, new, lam))
             u_new = u + mass.solve(delta)
         else:
             impulse = sum(rb.transpose_apply(a, n) for rb, a in zip(rows, new))
             u_new = problem.start(args) + mass.solve(impulse)
-        return (u_new, new), r, base.finite(u_new), noise, 0.0
+        return DualCarry(u_new, problem.gradient(u_new, args), new), base.finite(u_new)

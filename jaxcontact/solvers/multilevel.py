@@ -92,10 +92,8 @@ def galerkin(jacobian, space) -> list:
     return matrices
 
 
-def preconditioner(jacobian, space, transpose=False):
-    """v ↦ one V-cycle's approximation of J⁻¹ v (or J⁻ᵀ v) over `space`'s levels."""
-    if transpose:
-        jacobian = jacobian.transpose()
+def preconditioner(jacobian, space):
+    """v ↦ one V-cycle's approximation of H⁻¹ v over `space`'s levels."""
     levels = space.structure.levels
     matrices = galerkin(jacobian, space)
     smoothers = [_diagonal_inverse(a, level, kept)
