@@ -8,8 +8,6 @@ iteration is many small kernels, so their count per step matters as much as thei
 `--no-branch` evaluates every `loop.where_needed` computation for the whole batch and selects
 per scene (`branch=False`), instead of a `lax.cond` on "some scene needs it": the comparison
 that says what the conditionals cost on a backend where each one waits for its predicate.
-`--loop-eliminations` keeps the small dense eliminations as loops, as on the CPU, where an
-accelerator unrolls them (`linalg.UNROLL_MAX`).
 
 Prints a JSON document (stdout) and a table (stderr); `--out DIR` keeps the trace there.
 
@@ -87,8 +85,6 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--no-branch", action="store_true")
-    p.add_argument("--loop-eliminations", action="store_true",
-                   help="keep small eliminations as loops on any backend (linalg.UNROLL_MAX)")
     p.add_argument("--no-trace", action="store_true",
                    help="time only: parsing a trace of 100 steps at B = 4096 on a GPU "
                         "(~1M kernels) takes minutes")
@@ -102,11 +98,8 @@ def main():
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import jaxcontact as jc
-    from jaxcontact import linalg
     from jaxcontact.solvers import loop
 
-    if args.loop_eliminations:
-        linalg._unrolled = lambda n: False
     if args.no_branch:
         where_needed = loop.where_needed
         loop.where_needed = lambda *a, **k: where_needed(*a, **{**k, "branch": False})

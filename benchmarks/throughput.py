@@ -15,8 +15,8 @@ is shared). For every batch size and dtype it reports:
   sanity          mean final z (should be ~0.05), fraction of converged steps, solver iterations
                   (`newton_iterations_*`: the iterations of whichever `--solver` ran)
 
-`--solver` picks the solver (newton: dense jc.Newton, the default; newton_bicgstab:
-jc.Newton(linear="bicgstab"); descent: jc.Descent; dual: jc.Dual), `--solver-iterations` its
+`--solver` picks the solver (newton: dense jc.Newton, the default; newton_cg:
+jc.Newton(linear="cg"); descent: jc.Descent; dual: jc.Dual), `--solver-iterations` its
 iteration count (library default otherwise); both are recorded in the JSON (`config`, and
 each dtype's `solver` settings). The MJX anchors run the same way whatever the solver, so the
 ratio jaxcontact/MJX of every solver comes from one run.
@@ -58,7 +58,7 @@ from _common import (DEFAULT_HARNESS, compiler_options, jit, log, provenance,  #
                      run_subprocess, write_results)
 
 DTYPES = ("float32", "float64")
-SOLVERS = ("newton", "newton_bicgstab", "descent", "dual")
+SOLVERS = ("newton", "newton_cg", "descent", "dual")
 
 
 # --------------------------------------------------------------------------------------------
@@ -71,9 +71,9 @@ def make_solver(jc, name, iterations=None, early_exit=None):
     kw = {} if early_exit is None else {"early_exit": early_exit}
     if iterations is not None:
         kw["iterations"] = iterations
-    if name == "newton_bicgstab":
-        kw["linear"] = "bicgstab"
-    return {"newton": jc.Newton, "newton_bicgstab": jc.Newton, "descent": jc.Descent,
+    if name == "newton_cg":
+        kw["linear"] = "cg"
+    return {"newton": jc.Newton, "newton_cg": jc.Newton, "descent": jc.Descent,
             "dual": jc.Dual}[name](**kw)
 
 
@@ -344,8 +344,8 @@ def main(argv=None):
                    help="short runs: keep repeating until this much run time is sampled")
     p.add_argument("--max-runs", type=int, default=50, help=argparse.SUPPRESS)
     p.add_argument("--solver", choices=SOLVERS, default="newton",
-                   help="newton: jc.Newton() (dense, default); newton_bicgstab: "
-                        "jc.Newton(linear='bicgstab'); descent: jc.Descent(); dual: jc.Dual()")
+                   help="newton: jc.Newton() (dense, default); newton_cg: "
+                        "jc.Newton(linear='cg'); descent: jc.Descent(); dual: jc.Dual()")
     p.add_argument("--solver-iterations", type=int, default=None,
                    help="iterations=... of the --solver; default: the library's default "
                         "(Newton 12, Descent 50, Dual 50)")
@@ -393,7 +393,7 @@ def main(argv=None):
 
     t_start = time.perf_counter()
     newton = args.solver.startswith("newton")
-    parts = (["linear=bicgstab"] if args.solver == "newton_bicgstab" else []) + [
+    parts = (["linear=cg"] if args.solver == "newton_cg" else []) + [
         f"iterations={args.solver_iterations or 'default'}",
         f"early_exit={'default' if args.early_exit is None else args.early_exit}"]
     solver_label = (f"{'Newton' if newton else args.solver.capitalize()}"

@@ -13,7 +13,7 @@ short window of T steps from release (impact and settling of the first layers), 
 paper's whole fall: the per-step cost is what scales. Broad phase "sweep" with a window
 wide enough for the lattice (reported), default capacity (6 candidate pairs per sphere,
 13 per cube).
-Solver: matrix-free Newton (`jc.Newton(linear="bicgstab", iterations=40, early_exit=True)`,
+Solver: matrix-free Newton (`jc.Newton(linear="cg", iterations=40, early_exit=True)`,
 `krylov_iterations=100` for cubes; implicit gradients then use the Krylov adjoint; with the
 early exit every Newton and Krylov loop stops at its tolerance), "pseudo_huber" friction
 (with the default "huber" law Newton stagnates on many pile steps), float64, CPU. Per N:
@@ -58,7 +58,7 @@ QUICK_STEPS, QUICK_CUBE_STEPS = 10, 4
 # impact steps need up to ~25 Newton iterations (the default cap of 12 left 20-75% of the
 # steps unconverged), the early exit stops each step when it has converged and each Krylov
 # solve when it has reached its (inexact-Newton) tolerance
-SOLVER = jc.Newton(linear="bicgstab", tol=1e-6, early_exit=True, iterations=40)
+SOLVER = jc.Newton(linear="cg", tol=1e-6, early_exit=True, iterations=40)
 # piles of cubes need up to 100 BiCGSTAB iterations per direction: with the default 40, 3 of
 # the 300-cube pile's 10 steps stalled and the pile diverged. Spheres keep the default: the
 # directions that do not converge in 40 iterations do not converge in 100 either (their cost

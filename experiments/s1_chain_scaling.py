@@ -42,8 +42,8 @@ QUICK_NS = (1, 4, 8)
 STEPS = 1000          # 2 s at 1/500 s
 QUICK_STEPS = 100
 SOLVERS = {"dense": jc.Newton(early_exit=True),
-           # matrix-free: BiCGSTAB with the block preconditioner, O(N) per iteration
-           "bicgstab": jc.Newton(linear="bicgstab", early_exit=True)}
+           # matrix-free: conjugate gradients with the block preconditioner, O(N) per iteration
+           "cg": jc.Newton(linear="cg", early_exit=True)}
 SOLVER = SOLVERS["dense"]
 
 
@@ -148,7 +148,7 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--solver", choices=sorted(SOLVERS), default="dense",
                    help="dense Newton (default) or matrix-free Newton (writes "
-                        "s1_chain_scaling_bicgstab.*)")
+                        "s1_chain_scaling_cg.*)")
     args = p.parse_args()
     SOLVER = SOLVERS[args.solver]
     ns, steps = (QUICK_NS, QUICK_STEPS) if args.quick else (NS, STEPS)

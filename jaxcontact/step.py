@@ -146,26 +146,33 @@ def rollout(model: Model, state: State, controls: Control | None = None, *, step
             raise ValueError(f"steps={steps!r} does not match the {length} steps of controls")
         steps = length
 
+    keep_info = return_info or report
+
+    def outputs(s, info, c):
+        # only what is returned is stacked: each output is a write per step
+        return (s, info if keep_info else None, c if return_controls else None,
+                failure.state_finite(s) if report else None)
+
     if policy is None:
         def body(s, c):
             if c is None:
                 c = Control.zeros(model.n_body, model.n_motor, dtype=s.pos.dtype)
             s, info = step(model, s, c)
-            return s, (s, info, c) + ((failure.state_finite(s),) if report else ())
+            return s, outputs(s, info, c)
         xs = controls
     else:
         def body(s, t):
             c = policy_control(policy, policy_params, s, model,
                                None if key is None else jax.random.fold_in(key, t))
             s, info = step(model, s, c)
-            return s, (s, info, c) + ((failure.state_finite(s),) if report else ())
+            return s, outputs(s, info, c)
         xs = jnp.arange(steps)
 
     if checkpoint:
         body = jax.checkpoint(body)
-    final, (traj, infos, applied, *finite) = jax.lax.scan(body, state, xs, length=steps)
+    final, (traj, infos, applied, finite) = jax.lax.scan(body, state, xs, length=steps)
     if report:
-        failure.report(on_failure, steps, finite[0], infos, traj.time)
+        failure.report(on_failure, steps, finite, infos, traj.time)
     return ((final, traj) + ((infos,) if return_info else ())
             + ((applied,) if return_controls else ()))
 

@@ -127,6 +127,8 @@ class Term:
       name: what error messages call the term.
       n_bodies, n_particles: kb and kp, the blocks of one element.
       linear: the energy is linear in u (gravity): `prepare` folds it into ũ.
+      convex: the energy is convex in u (contact rows, gravity): where every term is, the
+        Hessian is positive definite and Newton's dense directions need no modification.
       stages: shared per-step computations (`Stage`) the term's `elements` needs.
       reports_gaps: the term is a contact: `gaps` gives its rows' gaps for `StepInfo`.
     """
@@ -135,6 +137,7 @@ class Term:
     n_bodies: int = 0
     n_particles: int = 0
     linear: bool = False
+    convex: bool = False
     stages: tuple = ()
     reports_gaps: bool = False
 
@@ -336,7 +339,15 @@ def _each(kernel, term, el: Elements, dt, *per_element, extra=()):
     return jax.vmap(one, in_axes=(0, 0, 0, None))(given, el.start, el.params, el.shared)
 
 
-_energy_gradient = jax.grad(_energy, argnums=2)
+_autodiff_gradient = jax.grad(_energy, argnums=2)
+
+
+def _energy_gradient(term, dt, x, at, start, params, shared, reweighted=False):
+    """∇Ψ_e(x) of one element: the term's own where it has one (contact rows), else by
+    autodiff."""
+    if hasattr(term, "gradient") and not reweighted:
+        return term.gradient(x, start, params, shared, dt)
+    return _autodiff_gradient(term, dt, x, at, start, params, shared, reweighted)
 
 
 def _gradient_and_hessian(term, dt, x, at, start, params, shared, reweighted):
@@ -355,7 +366,11 @@ def _gradient_and_hessian(term, dt, x, at, start, params, shared, reweighted):
 
 
 def _along(term, dt, x, d, start, params, shared, alpha):
-    """(Ψ_e', Ψ_e'') along x + α d at α = alpha: the line search's derivatives."""
+    """(Ψ_e', Ψ_e'') along x + α d at α = alpha: the line search's derivatives (the term's
+    own where it has them)."""
+    if hasattr(term, "along"):
+        return term.along(x, d, alpha, start, params, shared, dt)
+
     def value(a):
         return term.energy(x + a * d, start, params, shared, dt)
 
@@ -399,6 +414,11 @@ def _turn_of(turn: dofs.Turn | None, term, el: Elements):
 def _smooth(model, ctx):
     """(term, elements) pairs of the non-linear terms (the linear ones are in ũ)."""
     return [(t, el) for t, el in zip(model.terms, ctx.elements) if not t.linear]
+
+
+def convex(model) -> bool:
+    """Whether every term of `model` is convex in u (static): Φ is then strictly convex."""
+    return all(t.convex for t in model.terms)
 
 
 def kinetic(u, ctx: Context):
@@ -453,7 +473,7 @@ def hessian(u, args, exact=True):
         blocks.append(dofs.block_ids(el.bodies, el.particles))
         slots.append(dofs.slots(term.n_bodies, term.n_particles))
     return g, Hessian(ctx.mass, tuple(local), tuple(index), tuple(blocks), tuple(slots), n,
-                      ctx.coarse)
+                      ctx.coarse, convex(model))
 
 
 def along(u, d, alpha, args):

@@ -129,7 +129,8 @@ def _assembled(model, state):
     u = terms.free_flight(args) + jnp.tile(jnp.asarray([0.2, 0.0, -0.1, 0.0, 0.5, 0.0]),
                                            model.n_body)
     g, hessian = terms.hessian(u, args)
-    slots = [el.live for el in args[1].elements if el.live is not None]
+    slots = [jnp.any(el.params["used"], axis=1) for t, el in zip(model.terms, args[1].elements)
+             if getattr(t, "sweep", None) is not None and not t.pairs]
     live = sum(jnp.sum(s) for s in slots) if slots else jnp.zeros((), jnp.int32)
     return (terms.value(u, args), g, hessian.dense()), (live, sum(s.shape[0] for s in slots))
 

@@ -587,25 +587,22 @@ def test_solve_convexified_solves_the_modified_system_or_the_plain_one():
                                atol=1e-9)
 
 
-def test_unrolled_elimination_gives_the_loops_answer(monkeypatch):
-    # accelerators unroll the column loop of small eliminations (linalg.UNROLL_MAX); the CPU
-    # keeps the loop. Both forms must solve alike, pivoting and convexifying included. (A test
-    # of its own: jit caches traces by function, so each form is traced in a fresh lambda.)
-    rng = np.random.default_rng(604)
-    sym, q, metric, _ = _symmetric_in_metric(rng)
-    b = rng.normal(size=(_BATCH, 6))
-    args = [jnp.asarray(v) for v in (sym, b, metric)]
-    weights = jnp.asarray(rng.integers(0, 2, size=_BATCH), jnp.float64)
-
-    def answers():  # traced anew on each call: jit caches traces by function
-        return jax.jit(lambda: (jax.vmap(linalg.solve)(jnp.asarray(q), args[1]),
-                                jax.vmap(linalg.solve_convexified)(*args, weights)))()
-
-    monkeypatch.setattr(linalg, "_unrolled", lambda n: False)
-    looped = answers()
-    monkeypatch.setattr(linalg, "_unrolled", lambda n: n <= linalg.UNROLL_MAX)
-    unrolled = answers()
-    for a, c in zip(jax.tree.leaves(looped), jax.tree.leaves(unrolled)):
-        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(unrolled[0], np.linalg.solve(q, b[..., None])[..., 0],
-                               rtol=1e-9, atol=1e-9)
+@pytest.mark.parametrize("n", [6, linalg.ELIMINATION_MAX + 4])
+def test_small_and_large_solves_agree_with_lapack(n):
+    # up to linalg.ELIMINATION_MAX unknowns the column loop is unrolled, above it `solve` calls
+    # LAPACK and `solve_convexified` loops: every form solves alike, and a positive definite
+    # matrix gets no shift
+    rng = np.random.default_rng(604 + n)
+    a = rng.normal(size=(n, n))
+    spd = a @ a.T + n * np.eye(n)
+    b = rng.normal(size=n)
+    metric = rng.uniform(0.5, 2.0, size=n)
+    x = linalg.solve(jnp.asarray(a), jnp.asarray(b))
+    np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-9, atol=1e-9)
+    y, shift = linalg.solve_convexified(jnp.asarray(spd), jnp.asarray(b), jnp.asarray(metric))
+    np.testing.assert_allclose(y, np.linalg.solve(spd, b), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(shift, 0.0)
+    z, ok = linalg.cholesky_solve(jnp.asarray(spd), jnp.asarray(b))
+    assert bool(ok)
+    np.testing.assert_allclose(z, np.linalg.solve(spd, b), rtol=1e-10, atol=1e-12)
+    assert not bool(linalg.cholesky_solve(jnp.asarray(-spd), jnp.asarray(b))[1])

@@ -222,6 +222,81 @@ def _linear_huber(vn, z, gap, k, tau, mu, dt, s):
     return jnp.where(stick, n_of(vn) + 0.5 * s * z, slip)
 
 
+def _blocks(corner, edge, inner):
+    """The symmetric 3 x 3 [[corner, edgeᵀ], [edge, inner]] (stacked, not scattered)."""
+    top = jnp.concatenate([corner[None], edge])
+    rest = jnp.concatenate([edge[:, None], inner], axis=1)
+    return jnp.concatenate([top[None, :], rest], axis=0)
+
+
+def closed_form(laws: Laws) -> bool:
+    """Whether `contact_derivatives` has the laws' value, gradient and Hessian in closed form
+    (the linear normal law with huber or linear friction, either coupling)."""
+    return laws.normal == "linear" and laws.friction in ("huber", "linear")
+
+
+def contact_derivatives(v, gap, k, damping, mu, dt, laws: Laws, shared, bound,
+                        reweighted=False):
+    """(ℓ, ∇ℓ (3,), ∇²ℓ (3, 3)) of `contact_cost` in closed form, for the laws of
+    `closed_form` (the same function, differentiated by hand: the solver's loop evaluates
+    these for every contact row; autodiff's nested derivatives of the branches cost several
+    times more).
+
+    With P = -(d₀ + T x) (x = v_n, T = Δt + k_d/k), w = v_t, r = |w|, ŵ = w/r, s the stick
+    stiffness and N(x) = Δt k/(2T) max(P, 0)²:
+      lagged coupling, bound b:  ℓ = N(x) + H_b(w) (huber: s/2 r² for s r < b, b r - b²/(2s)
+        beyond), ∇²ℓ = Δt k T [P > 0] ⊕ (s I, or (b/r)(I - ŵŵᵀ) in slip);
+      cone coupling (`_linear_huber`): stick as above with b = μ Δt k max(P, 0); in slip, with
+        Q = P + T μ r, a = Δt k T [Q > 0]/(1 + μ̂²), β = Δt k μ max(Q, 0)/(1 + μ̂²):
+        ∇ℓ = (-β/μ, β ŵ), ∇²ℓ = [[a, -a μ ŵᵀ], [-a μ ŵ, a μ² ŵŵᵀ + (β/r)(I - ŵŵᵀ)]].
+    `reweighted` adds (β/r) ŵŵᵀ (or (b/r) ŵŵᵀ) along the slip: friction's curvature held at
+    its slope, for Descent's preconditioner (`_slope_held`)."""
+    T = dt + damping / k
+    s = dt * (k * dt if laws.friction == "linear" else shared["friction_stiffness"])
+    x, w = v[0], v[1:]
+    z = jnp.sum(w * w)
+    r = safe_sqrt(z)
+    unit = jnp.where(r > 0.0, w / jnp.where(r > 0.0, r, 1.0), 0.0)
+    eye = jnp.eye(2, dtype=v.dtype)
+    along = unit[:, None] * unit[None, :]
+    P = -(gap + T * x)
+    pushing = P > 0.0
+    push = jnp.maximum(P, 0.0)
+    normal_value = 0.5 * dt * k / T * push * push
+    if laws.coupling == "lagged":
+        b = bound
+    else:
+        b = mu * dt * k * push
+    stick = s * s * z < b * b
+    # the lagged huber (and the cone's stick branch)
+    friction_value = jnp.where(stick, 0.5 * s * z, b * r - b * b / (2.0 * s))
+    friction_grad = jnp.where(stick, s, jnp.where(r > 0.0, b / jnp.where(r > 0.0, r, 1.0),
+                                                  0.0)) * w
+    slip_curve = jnp.where(r > 0.0, b / jnp.where(r > 0.0, r, 1.0), 0.0)
+    friction_hess = jnp.where(stick, s * eye, slip_curve * (eye - along)
+                              + (slip_curve * along if reweighted else 0.0))
+    normal_curve = jnp.where(pushing, dt * k * T, 0.0)
+    value = normal_value + friction_value
+    grad = jnp.concatenate([-dt * k * push[None], friction_grad])
+    zero = jnp.zeros((2,), v.dtype)
+    hess = _blocks(normal_curve, zero, friction_hess)
+    if laws.coupling == "lagged":
+        return value, grad, hess
+    # the cone's slip branch
+    ratio = 1.0 + dt * k * T * mu * mu / s
+    Q = P + T * mu * r
+    q_push = jnp.maximum(Q, 0.0)
+    a = jnp.where(Q > 0.0, dt * k * T, 0.0) / ratio
+    beta = dt * k * mu * q_push / ratio
+    curve = jnp.where(r > 0.0, beta / jnp.where(r > 0.0, r, 1.0), 0.0)
+    slip_value = 0.5 * dt * k / T * q_push * q_push / ratio
+    slip_grad = jnp.concatenate([-dt * k * q_push[None] / ratio, beta * unit])
+    slip_hess = _blocks(a, -a * mu * unit, a * mu * mu * along + curve * (eye - along)
+                        + (curve * along if reweighted else 0.0))
+    return (jnp.where(stick, value, slip_value), jnp.where(stick, grad, slip_grad),
+            jnp.where(stick, hess, slip_hess))
+
+
 def _maximizer(r, low, high):
     """The root of the increasing scalar function r in [low, high] (r(low) <= 0 <= r(high)),
     by Newton's method kept in the bracket (a step that leaves it bisects instead), with

@@ -59,6 +59,7 @@ class ContactTerm(terms.Term):
     """
 
     reports_gaps = True
+    convex = True
     side_a = ("body", 0)
     side_b = None
     geom_slots = ()
@@ -81,7 +82,9 @@ class ContactTerm(terms.Term):
 
     def velocities(self, x, params):
         """(c, 3) v = J x: each row's relative velocity in its contact frame."""
-        return jnp.einsum("cij,j->ci", params["jac"], x)
+        # (products and sums, not einsums: XLA's CPU dot of such tiny operands is a call of
+        # its own, a product and sum fuses with its neighbours)
+        return jnp.sum(params["jac"] * x[None, None, :], axis=-1)
 
     def _row_costs(self, params, shared, dt, reweighted=False):
         """ℓ of each row as a function of its velocity, and the rows' parameters, (c,)."""
@@ -101,27 +104,54 @@ class ContactTerm(terms.Term):
         values = jax.vmap(cost)(self.velocities(x, params), *rows)
         return jnp.sum(jnp.where(params["used"], values, 0.0))
 
+    def row_derivatives(self, v, params, shared, dt, reweighted=False, order=2):
+        """Each row's law differentiated in its three velocities v (c, 3): ∇ℓ (c, 3) and
+        with `order` 2 ∇²ℓ (c, 3, 3), zero for unused rows; in closed form where the laws
+        have one (`models.contact.closed_form`), else by autodiff."""
+        cost, rows = self._row_costs(params, shared, dt, reweighted)
+        if laws.closed_form(self.laws):
+            def one(v_row, gap, k, damping, mu, bound):
+                return laws.contact_derivatives(v_row, gap, k, damping, mu, dt, self.laws,
+                                                shared, bound, reweighted)[1:]
+            grad, hess = jax.vmap(one)(v, *rows)
+        else:
+            grad = jax.vmap(jax.grad(cost))(v, *rows)
+            hess = jax.vmap(jax.hessian(cost))(v, *rows) if order == 2 else None
+            # (symmetric up to rounding; the reweighted law keeps one of its cross terms)
+            hess = None if hess is None else 0.5 * (hess + jnp.swapaxes(hess, 1, 2))
+        used = params["used"][:, None]
+        grad = jnp.where(used, grad, 0.0)
+        if order == 1:
+            return grad
+        return grad, jnp.where(used[:, :, None], hess, 0.0)
+
+    def gradient(self, x, start, params, shared, dt):
+        """∇Ψ (d,) of the element: Σ_rows Jᵀ ∇ℓ (`terms.gradient`)."""
+        grad = self.row_derivatives(self.velocities(x, params), params, shared, dt, order=1)
+        return jnp.sum(params["jac"] * grad[:, :, None], axis=(0, 1))
+
     def gradient_and_hessian(self, x, start, params, shared, dt, reweighted=False):
         """(∇Ψ (d,), ∇²Ψ (d, d)) of the element: Σ_rows Jᵀ ∇ℓ and Jᵀ ∇²ℓ J, the law
         differentiated in its three row velocities only (`terms.hessian`)."""
-        cost, rows = self._row_costs(params, shared, dt, reweighted)
-        v = self.velocities(x, params)
-        grad = jax.vmap(jax.grad(cost))(v, *rows)
-        hess = jax.vmap(jax.hessian(cost))(v, *rows)
-        # (symmetric up to rounding; the reweighted law keeps one of its two cross terms)
-        hess = 0.5 * (hess + jnp.swapaxes(hess, 1, 2))
-        used = params["used"][:, None]
-        grad = jnp.where(used, grad, 0.0)
-        hess = jnp.where(used[:, :, None], hess, 0.0)
+        grad, hess = self.row_derivatives(self.velocities(x, params), params, shared, dt,
+                                          reweighted)
         jac = params["jac"]
-        return (jnp.einsum("cid,ci->d", jac, grad),
-                jnp.einsum("cid,cij,cje->de", jac, hess, jac))
+        weighted = jnp.sum(hess[:, :, :, None] * jac[:, None, :, :], axis=2)   # (c, 3, d)
+        return (jnp.sum(jac * grad[:, :, None], axis=(0, 1)),
+                jnp.sum(jac[:, :, :, None] * weighted[:, :, None, :], axis=(0, 1)))
+
+    def along(self, x, d, alpha, start, params, shared, dt):
+        """(Ψ', Ψ'') along x + α d at α = alpha (`terms.along`): Σ ∇ℓ·(J d), (J d)ᵀ ∇²ℓ J d."""
+        dv = self.velocities(d, params)
+        grad, hess = self.row_derivatives(self.velocities(x + alpha * d, params), params,
+                                          shared, dt)
+        return (jnp.sum(grad * dv),
+                jnp.sum(dv[:, :, None] * hess * dv[:, None, :]))
 
     def normal_impulses(self, x, params, shared, dt):
         """(c,) each row's normal impulse over the step, -∂ℓ/∂v_n, at local velocities x."""
-        cost, rows = self._row_costs(params, shared, dt)
-        grad = jax.vmap(jax.grad(cost))(self.velocities(x, params), *rows)
-        return jnp.where(params["used"], -grad[:, 0], 0.0)
+        grad = self.row_derivatives(self.velocities(x, params), params, shared, dt, order=1)
+        return -grad[:, 0]
 
     def gaps(self, x, params, dt):
         """(c,) the rows' gaps at the end of the step, to first order: d₀ + Δt v_n."""
@@ -189,14 +219,16 @@ class ContactTerm(terms.Term):
         config = dofs.local(start, x0, dt)
         gap, normal, point = self.frames(config, params, shared)
         t1, t2 = tangent_basis(normal)
-        tangents = jnp.stack([t1, t2], axis=1)   # (c, 2, 3)
-        slip = jax.jacfwd(lambda x: jnp.einsum("cij,cj->ci", tangents,
-                                               self.relative_velocity(x, config, point)))(x0)
-        normal_rows = jax.jacfwd(gap_of)(x0) / dt
-        jac = jnp.concatenate([normal_rows[:, None, :], slip], axis=1)
+        # at the start of the step the normal row is the relative velocity along n too; about
+        # a previous answer, the gap's derivative through q+ (`relinearize`)
+        frame = jnp.stack([normal, t1, t2] if at is None else [t1, t2], axis=1)
+        jac = jax.jacfwd(lambda x: jnp.sum(
+            frame * self.relative_velocity(x, config, point)[:, None, :], axis=-1))(x0)
+        if at is not None:
+            jac = jnp.concatenate([jax.jacfwd(gap_of)(x0)[:, None, :] / dt, jac], axis=1)
         velocity = start.velocity if at is None else at
-        vn = normal_rows @ velocity
-        gap = jnp.where(params["used"], gap - dt * (normal_rows @ x0), FAR)
+        vn = jac[:, 0, :] @ velocity
+        gap = jnp.where(params["used"], gap - dt * (jac[:, 0, :] @ x0), FAR)
         # friction's bound with coupling "lagged": μ times the normal impulse at the
         # velocities the rows are linearized at
         c = gap.shape[0]

@@ -19,6 +19,7 @@ class Gravity(terms.EnergyTerm):
     count: int
     particles: bool = False
     linear = True
+    convex = True
 
     @property
     def name(self):

@@ -111,8 +111,16 @@ class Newton(base.Solver):
     def direction(self, hessian, g, args):
         """d = -H⁻¹ g (module docstring), dense or by preconditioned conjugate gradients."""
         if self.method(hessian.size) == "dense":
-            return linalg.solve_convexified(hessian.dense(), -g,
-                                            hessian.diagonal.diagonal())[0]
+            a, metric = hessian.dense(), hessian.diagonal.diagonal()
+            if hessian.size <= linalg.ELIMINATION_MAX:
+                return linalg.solve_convexified(a, -g, metric)[0]
+            d, ok = linalg.cholesky_solve(a, -g)
+            if hessian.convex:
+                return d
+            # not positive definite (a non-convex smooth term): the modified factorization,
+            # computed only for the scenes of a batch that need it
+            return loop.where_needed(~ok, lambda op: linalg.solve_convexified(*op)[0], d,
+                                     (a, -g, metric), branch=self.loops_exit_early)
         model = args[0]
         cap = self.krylov_iterations or (tolerances.KRYLOV_MESHES if model.has_meshes
                                          else tolerances.KRYLOV_RIGID)
