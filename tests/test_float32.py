@@ -381,3 +381,34 @@ def test_float32_boxes_thrown_together_converge():
     # after 1 s no box lies on top of another (z = 0.15; one leaning on a neighbour stands
     # lower)
     assert np.all(np.asarray(final.pos[..., 2]) < 0.12), np.asarray(final.pos[..., 2])
+
+
+@jax.jit
+def _pendulum_swing(model, state):
+    _, traj, info = jc.rollout(model, state, steps=2600, return_info=True)
+    return traj.pos[:, 0, 0], info.converged
+
+
+@pytest.mark.parametrize("k", [1e5, 1e6, 1e7])
+def test_float32_stiff_hinge_pendulum_swings_at_its_period(k):
+    # a 1 kg bob 1 m below a world hinge of stiffness k (linear and angular), released at
+    # 0.1 rad, Δt = 1 ms: in float32, k times the rounding of a position (1e7 x 1e-7 m = 1 N at
+    # k = 1e7) is as large as gravity's restoring force; v1 accepted steps at that floor and
+    # swung at 3.48 s. Closed form: the compound pendulum 2π sqrt(I / (m g L)), I = m L² + 2/5 m r²
+    # (implicit Euler lengthens it by about Δt-order terms: float64 gives 2.0084 s)
+    length, mass, radius, theta0, dt = 1.0, 1.0, 0.05, 0.1, 1e-3
+    scene = jc.Scene(dt=dt)
+    bob = scene.add_sphere(radius, mass, (length * math.sin(theta0), 0.0,
+                                          -length * math.cos(theta0)))
+    scene.add_joint("hinge", -1, bob, anchor=(0, 0, 0), axis=(0, 1, 0), stiffness=k,
+                    angular_stiffness=k)
+    x, converged = _pendulum_swing(*scene.build(dtype=jnp.float32))
+    assert bool(jnp.all(converged))
+    x = np.asarray(x, np.float64)
+    t = dt * np.arange(1, x.size + 1)
+    i = np.nonzero(np.sign(x[:-1]) != np.sign(x[1:]))[0]
+    crossings = t[i] + dt * x[i] / (x[i] - x[i + 1])     # at T/4, 3T/4, 5T/4
+    assert crossings.size == 3
+    inertia = mass * length ** 2 + 0.4 * mass * radius ** 2
+    expected = 2 * math.pi * math.sqrt(inertia / (mass * G * length))
+    assert crossings[2] - crossings[0] == pytest.approx(expected, rel=1e-2)
