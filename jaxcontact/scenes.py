@@ -370,3 +370,116 @@ def trot_targets(t, *, frequency=2.0, hip_amplitude=0.15, knee_amplitude=0.3):
         s = 2.0 * math.pi * frequency * t + phase_of[leg]
         columns += [hip_amplitude * jnp.cos(s), knee_amplitude * jnp.maximum(jnp.sin(s), 0.0)]
     return jnp.stack(columns, axis=-1)
+
+
+# --- fuzzing: random structures, randomized values ------------------------------------------
+
+FUZZ_SHAPES = ("sphere", "box", "capsule", "mesh")
+
+
+def random_structure(seed, *, max_bodies=8, max_particles=3) -> Scene:
+    """A random scene structure for fuzzing the step (issue 63's robustness benchmark): a
+    ground plane and 1 to `max_bodies` bodies of random shapes (sphere, rounded box,
+    capsule, convex mesh) and sizes (1.5 to 8 cm), plus 0 to `max_particles` particles,
+    placed on a ring close enough that thrown neighbours collide. Masses, surfaces, the time
+    step and the motion are drawn per scene by `randomize_scene`; the structure (which shapes,
+    how many) is what one compiled program holds. `scene.info["reach"]` (one per body and
+    particle) is the radius of a ball around each centre that holds its shape."""
+    rng = np.random.default_rng(seed)
+    scene = Scene(dt=0.002)
+    scene.add_plane()
+    n_body = int(rng.integers(1, max_bodies + 1))
+    n_particle = int(rng.integers(0, max_particles + 1))
+    shapes = [FUZZ_SHAPES[i] for i in rng.integers(0, len(FUZZ_SHAPES), n_body)]
+    reach = []
+    for shape in shapes:
+        size = rng.uniform(0.015, 0.08)
+        if shape == "sphere":
+            scene.add_sphere(size, 1.0)
+            reach.append(size)
+        elif shape == "box":
+            half = size * rng.uniform(0.3, 1.0, 3)
+            scene.add_box(half, 1.0)
+            reach.append(float(np.linalg.norm(half)))
+        elif shape == "capsule":
+            radius = size * rng.uniform(0.2, 0.6)
+            scene.add_capsule(radius, size - radius, 1.0)
+            reach.append(size)
+        else:
+            points = rng.normal(size=(int(rng.integers(6, 13)), 3))
+            points *= size / np.linalg.norm(points, axis=1, keepdims=True)
+            body = scene.add_mesh(points, 1.0)
+            com = scene._bodies[body].pos
+            reach.append(float(np.max(np.linalg.norm(points - com, axis=1))))
+    radii = rng.uniform(0.0, 0.02, n_particle) * (rng.uniform(size=n_particle) < 0.7)
+    for r in radii:
+        scene.add_particle(1.0, (0.0, 0.0, 0.0), radius=float(r))
+    reach += [float(r) for r in radii]
+    # a ring whose neighbours stand 15 % further apart than the largest reach
+    count = len(reach)
+    ring = 1.15 * max(reach) / np.sin(np.pi / count) if count > 1 else 0.0
+    angle = 2 * np.pi * np.arange(count) / count
+    scene.info = {"shapes": shapes, "n_particle": n_particle, "reach": np.asarray(reach),
+                  "ring": np.stack([ring * np.cos(angle), ring * np.sin(angle)], axis=1)
+                  if count > 1 else np.zeros((1, 2))}
+    return scene
+
+
+def randomize_scene(model, state, info, key):
+    """A random scene of a `random_structure` (jittable; vmap over keys for a batch).
+
+    Per scene: a mass scale m̄ log-uniform in [1e-3, 1e3] kg, each body and particle
+    within a factor 3 of it (inertia scaled with its mass); contact stiffness k_n
+    log-uniform in [1e2, 1e7] N/m and damping a uniform fraction of critical for m̄,
+    k_d = 2 ζ sqrt(k_n m̄), ζ in [0, 1]; friction μ uniform in [0, 2] per geom and particle;
+    Δt log-uniform in [1e-4, 2e-2] s. Each body starts 0-2 cm above the ground at a random
+    orientation, thrown down and sideways (|v| <= 3 m/s) with a random spin (|ω| <= 10
+    rad/s); particles likewise, without spin."""
+    import jax
+
+    dtype = state.pos.dtype
+    n_body, n_particle = model.n_body, state.particle_pos.shape[0]
+    keys = iter(jax.random.split(key, 16))
+
+    def uniform(shape, low, high):
+        return jax.random.uniform(next(keys), shape, dtype, low, high)
+
+    scale = 10.0 ** uniform((), -3.0, 3.0)
+    body_mass = scale * 3.0 ** uniform((n_body,), -1.0, 1.0)
+    particle_mass = scale * 3.0 ** uniform((n_particle,), -1.0, 1.0)
+    k = 10.0 ** uniform((), 2.0, 7.0)
+    damping = 2.0 * uniform((), 0.0, 1.0) * jnp.sqrt(k * scale)
+    dt = 10.0 ** uniform((), -4.0, np.log10(2e-2))
+    n_geom, n_plane = model.geom.friction.shape[0], model.plane.friction.shape[0]
+    geom = model.geom.replace(friction=uniform((n_geom,), 0.0, 2.0),
+                              stiffness=jnp.full((n_geom,), k), damping=jnp.full((n_geom,),
+                                                                                  damping))
+    plane = model.plane.replace(friction=uniform((n_plane,), 0.0, 2.0),
+                                stiffness=jnp.full((n_plane,), k),
+                                damping=jnp.full((n_plane,), damping))
+    particle = model.particle.replace(
+        mass=particle_mass, friction=uniform((n_particle,), 0.0, 2.0),
+        stiffness=jnp.full((n_particle,), k), damping=jnp.full((n_particle,), damping))
+    body = model.body.replace(mass=body_mass,
+                              inertia=model.body.inertia * (body_mass / model.body.mass)[:, None])
+    model = model.replace(body=body, geom=geom, plane=plane, particle=particle, dt=dt)
+
+    reach = jnp.asarray(info["reach"], dtype)
+    ring = jnp.asarray(info["ring"], dtype)
+    count = reach.shape[0]
+    height = reach + uniform((count,), 0.0, 0.02)
+    pos = jnp.concatenate([ring, height[:, None]], axis=1)
+
+    def thrown(limit):
+        v = jax.random.normal(next(keys), (count, 3), dtype)
+        v = v.at[:, 2].set(-jnp.abs(v[:, 2]))
+        norm = jnp.linalg.norm(v, axis=1, keepdims=True)
+        return v / jnp.maximum(norm, 1e-6) * uniform((count, 1), 0.0, limit)
+
+    vel, spin = thrown(3.0), thrown(10.0)
+    quat = jax.random.normal(next(keys), (n_body, 4), dtype)
+    quat = quat / jnp.linalg.norm(quat, axis=1, keepdims=True)
+    state = state.replace(pos=pos[:n_body], quat=quat, vel=vel[:n_body],
+                          ang_vel=spin[:n_body], particle_pos=pos[n_body:],
+                          particle_vel=vel[n_body:])
+    return model, state

@@ -427,3 +427,35 @@ def test_a_light_box_tipping_at_a_large_step_converges():
     assert 0.05 < theta < 0.25, theta
     np.testing.assert_allclose(float(traj.pos[0, 0, 2]),
                                half * (np.cos(theta) + np.sin(theta)), atol=1e-3)
+
+
+class _Slopes:
+    """A one-dimensional 'problem' for Newton's line search: φ'(α) piecewise linear and
+    increasing, given by breakpoints and the slope of φ' (curvature) on each piece."""
+
+    def __init__(self, start, breaks, curvatures):
+        self.start, self.breaks, self.curvatures = start, breaks, curvatures
+
+    def along(self, u, d, alpha, args):
+        s, c, left = jnp.asarray(self.start), self.curvatures[0], 0.0
+        for b, c_next in zip(self.breaks, self.curvatures[1:]):
+            s = s + c * (jnp.clip(alpha, left, b) - left)
+            s, left, c = s, b, jnp.where(alpha > b, c_next, c)
+        return s + c * jnp.maximum(alpha - left, 0.0), c
+
+
+@pytest.mark.parametrize("start, breaks, curvatures", [
+    # a contact that comes into play at α = 3e-6, 3.6e5 times stiffer than the inertia that
+    # made the direction (fuzz benchmark, 1 mg bodies on a 4e5 N/m surface)
+    (-1.465e-5, [3e-6, 3e-5], [1.465e-5, 5.288, 4.226]),
+    # a slip passing through zero along d: friction sticks on a narrow, stiff segment
+    # (the tipping box of tests/test_step.py, coupling "lagged", step 11)
+    (-0.02623, [2.6e-4, 4.41e-3], [0.02622, 6.870, 0.02622]),
+    # plain quadratic: the first trial is the answer
+    (-2.0, [], [2.0]),
+])
+def test_line_search_finds_the_minimum_where_the_curvature_jumps(start, breaks, curvatures):
+    problem = _Slopes(start, breaks, curvatures)
+    alpha = jc.Newton().search(problem, None, None, jnp.asarray(start), None)
+    slope, _ = problem.along(None, None, alpha, None)
+    assert 0.0 < float(alpha) and abs(float(slope)) <= 1e-3 * abs(start), (alpha, slope)

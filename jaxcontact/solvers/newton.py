@@ -134,40 +134,52 @@ class Newton(base.Solver):
     def search(self, problem, u, d, slope, args):
         """α minimizing φ(α) = Φ(u + α d) (module docstring), from α = 1; φ'(0) = `slope`.
 
-        A root of φ' by Newton's method safeguarded as in Numerical Recipes' rtsafe: a
-        bracket [lo, hi] of the root (φ'(lo) < 0 < φ'(hi); hi = ∞ until found, the step
-        doubling meanwhile), and a bisection of it wherever Newton's step leaves it or would
-        not halve the step before last, so that the bracket shrinks at least geometrically
-        where φ' bends sharply (a contact coming into play along d)."""
+        A root of the increasing φ' kept in a bracket [lo, hi] (φ'(lo) < 0 < φ'(hi); hi = ∞
+        until found, Newton's step or a doubling stepping out meanwhile). Inside it, the
+        point is Newton's step from the last one where that lies in the bracket, else the
+        secant of φ' through its ends (regula falsi, always inside, with the Illinois rule: an
+        end kept twice counts half its slope), and a bisection wherever
+        the bracket has not halved over the last two points (Brent's safeguard: at most twice
+        the evaluations of bisection). A contact coming into play along d bends φ' sharply
+        near α = 0 when d was taken where it was inactive, and a slip that passes through zero
+        along d makes a narrow stiff segment where friction sticks; Newton's step or the
+        secant lands next to such a root where bisection alone needs ~20 halvings (the fuzz
+        benchmark's stalls, design note 57)."""
         if self.line_search == 1:
             return jnp.ones_like(slope)
         enough = tolerances.LINE_TOL * jnp.abs(slope)
 
         def body(carry):
-            alpha, lo, hi, step, before, done = carry
+            alpha, lo, hi, s_lo, s_hi, width, before, last, done = carry
             s, c = problem.along(u, d, alpha, args)
             met = jnp.abs(s) <= enough
-            lo = jnp.where(s < 0.0, alpha, lo)
-            hi = jnp.where(s > 0.0, alpha, hi)
-            newton_step = s / jnp.where(c > 0.0, c, 1.0)
-            newton = alpha - newton_step
-            useful = ((c > 0.0) & (newton > lo) & (newton < hi)
-                      & (jnp.abs(newton_step) <= 0.5 * before))
+            below = s < 0.0
+            # Illinois: an end kept twice in a row has its slope halved for the secant
+            again = below == last
+            s_lo = jnp.where(below, s, jnp.where(again, 0.5 * s_lo, s_lo))
+            s_hi = jnp.where(below, jnp.where(again, 0.5 * s_hi, s_hi), s)
+            lo, hi = jnp.where(below, alpha, lo), jnp.where(below, hi, alpha)
             bracketed = jnp.isfinite(hi)
+            newton = alpha - s / jnp.where(c > 0.0, c, 1.0)
+            inside = (c > 0.0) & (newton > lo) & (newton < hi)
+            secant = lo - s_lo * (hi - lo) / jnp.where(bracketed, s_hi - s_lo, 1.0)
+            new = jnp.where(inside, newton, secant)
+            new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + hi), new)
             # no upper end yet: the minimum lies beyond α (φ' < 0 there), so step out
-            other = jnp.where(bracketed, 0.5 * (lo + hi), 2.0 * alpha)
-            new = jnp.where(useful, newton, other)
+            new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
+                                                      2.0 * alpha))
             keep = done | met
-            return (jnp.where(keep, alpha, new), lo, hi,
-                    jnp.where(keep, step, jnp.abs(new - alpha)),
-                    jnp.where(keep, before, step), keep)
+            return (jnp.where(keep, alpha, new), lo, hi, s_lo, s_hi,
+                    jnp.where(keep, width, hi - lo), jnp.where(keep, before, width), below,
+                    keep)
 
         inf = jnp.full_like(slope, jnp.inf)
         one = jnp.ones_like(slope)
         # a direction that does not descend is rounding noise at the answer: take it whole
-        init = (one, jnp.zeros_like(slope), inf, inf, inf, slope >= 0.0)
-        alpha, lo, _, _, _, done = loop.iterate(body, init, self.line_search,
-                                                self.loops_exit_early, lambda c: c[-1])
+        init = (one, jnp.zeros_like(slope), inf, slope, inf, inf, inf, jnp.asarray(True),
+                slope >= 0.0)
+        alpha, lo, *_, done = loop.iterate(body, init, self.line_search,
+                                           self.loops_exit_early, lambda c: c[-1])
         # out of evaluations: the last point known to lie below the minimizer (φ decreased)
         return jnp.where(done, alpha, lo)
 
