@@ -441,8 +441,12 @@ def randomize_scene(model, state, info, key):
     n_body, n_particle = model.n_body, state.particle_pos.shape[0]
     keys = iter(jax.random.split(key, 16))
 
+    # drawn in float32 whatever the dtype: one key gives the same scene in both precisions
     def uniform(shape, low, high):
-        return jax.random.uniform(next(keys), shape, dtype, low, high)
+        return jax.random.uniform(next(keys), shape, jnp.float32, low, high).astype(dtype)
+
+    def normal(shape):
+        return jax.random.normal(next(keys), shape, jnp.float32).astype(dtype)
 
     scale = 10.0 ** uniform((), -3.0, 3.0)
     body_mass = scale * 3.0 ** uniform((n_body,), -1.0, 1.0)
@@ -471,13 +475,13 @@ def randomize_scene(model, state, info, key):
     pos = jnp.concatenate([ring, height[:, None]], axis=1)
 
     def thrown(limit):
-        v = jax.random.normal(next(keys), (count, 3), dtype)
+        v = normal((count, 3))
         v = v.at[:, 2].set(-jnp.abs(v[:, 2]))
         norm = jnp.linalg.norm(v, axis=1, keepdims=True)
         return v / jnp.maximum(norm, 1e-6) * uniform((count, 1), 0.0, limit)
 
     vel, spin = thrown(3.0), thrown(10.0)
-    quat = jax.random.normal(next(keys), (n_body, 4), dtype)
+    quat = normal((n_body, 4))
     quat = quat / jnp.linalg.norm(quat, axis=1, keepdims=True)
     state = state.replace(pos=pos[:n_body], quat=quat, vel=vel[:n_body],
                           ang_vel=spin[:n_body], particle_pos=pos[n_body:],
