@@ -128,6 +128,10 @@ def test_gymnasium_models_load_with_mujoco_masses(name, bodies, joints, moving_g
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 63, open: the ant starts with its ankles 0.52 rad "
+                   "outside their limits (k = 7e5 on legs of ~3e-4 kg m²); the convex step's "
+                   "Newton, with the modified Cholesky of the indefinite joint Hessian, "
+                   "diverges on its first steps (v1's phases converged 98.5 %); design note 57")
 def test_ant_falls_freely_until_it_lands():
     """ant.xml (a free torso, four legs of welded capsules and hinges): for 0.2 s the
     whole robot's centre of mass falls as implicit Euler's free fall, z0 - g dt² n(n+1)/2,
