@@ -185,6 +185,29 @@ class RowTerm(EnergyTerm):
         return None
 
 
+def gauss_newton(term: RowTerm, x, start, params, shared, dt):
+    """An element's exact gradient Jᵀψ'(e) and its Gauss-Newton Hessian Jᵀψ''(e)J (J the
+    rows' Jacobian in x, ψ the rows' laws): positive semi-definite whatever the errors, for
+    terms whose rows may start far from their targets (joint limits: design note 57). The
+    exact Hessian adds Σ ψ'(e) ∇²e, which such a row makes strongly indefinite."""
+    def errors(y):
+        groups = term.rows(dofs.local(start, y, dt), params, shared, dt)
+        return jnp.concatenate([g.error for g in groups])
+
+    groups = term.rows(dofs.local(start, x, dt), params, shared, dt)
+    _, jvp_of = jax.linearize(errors, x)
+    jac = jax.vmap(jvp_of, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
+    slope, curve = [], []
+    for g in groups:
+        def derivative(e, k, law=g.law):
+            return jax.jvp(lambda t: jax.grad(law)(t, k), (e,), (jnp.ones_like(e),))
+
+        first, second = jax.vmap(derivative)(g.error, g.stiffness)
+        slope.append(first), curve.append(second)
+    slope, curve = jnp.concatenate(slope), jnp.concatenate(curve)
+    return jac.T @ slope, jac.T @ (curve[:, None] * jac)
+
+
 class Stage:
     """A shared per-step computation (the broad phase), run once per step for all the terms
     that list it in `stages`. A result with an `overflow` flag is reported in `StepInfo`."""

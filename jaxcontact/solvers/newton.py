@@ -4,7 +4,7 @@
 at the start of the step and its cost is convex in the rows; the smooth potentials are exact
 in q+(u). Each iteration takes
 
-    d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)
+    d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)   (joint limits: their Gauss-Newton part, design note 57)
 
 (dense elimination up to `tolerances.DENSE_MAX` unknowns, block-Jacobi preconditioned
 conjugate gradients above, to a relative residual of `tolerances.FORCING`), then minimizes
