@@ -224,3 +224,15 @@ def check_modes(models, state, controls, weights, directions):
         assert dot(unrolled, direction) == pytest.approx(expected, rel=UNROLL_RTOL, abs=1e-9), \
             "unrolled vs implicit"
     return rev
+
+
+def contact_share(hessian, model):
+    """The Hessian's contact terms alone: no mass, only their elements' local matrices."""
+    smooth = [t for t in model.terms if not t.linear]     # `Hessian.local`'s order
+    keep = [i for i, t in enumerate(smooth) if t.reports_gaps]
+    pick = lambda parts: tuple(parts[i] for i in keep)    # noqa: E731
+    from jaxcontact.problem import BlockDiagonal
+
+    zero = BlockDiagonal(tuple(jnp.zeros_like(b) for b in hessian.diagonal.blocks))
+    return hessian.replace(diagonal=zero, local=pick(hessian.local), index=pick(hessian.index),
+                           blocks=pick(hessian.blocks), slots=pick(hessian.slots))

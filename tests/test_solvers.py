@@ -19,9 +19,8 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact import dofs, terms
-from jaxcontact.problem import BlockDiagonal
 from jaxcontact.solvers.dual import project_cone, project_contact
-from _helpers import solver_rollout, solver_run, solver_scene
+from _helpers import contact_share, solver_rollout, solver_run, solver_scene
 
 SOLVERS = {
     "newton": jc.Newton(),
@@ -248,23 +247,13 @@ def test_row_jacobians_match_autodiff_of_the_errors(solved_step):
     assert assembled.shape == (3 * k + 1 + 3, 6 * n)
 
 
-def _contact_share(hessian, model):
-    """The Hessian's contact terms alone: no mass, only their elements' local matrices."""
-    smooth = [t for t in model.terms if not t.linear]     # `Hessian.local`'s order
-    keep = [i for i, t in enumerate(smooth) if t.reports_gaps]
-    pick = lambda parts: tuple(parts[i] for i in keep)    # noqa: E731
-    zero = BlockDiagonal(tuple(jnp.zeros_like(b) for b in hessian.diagonal.blocks))
-    return hessian.replace(diagonal=zero, local=pick(hessian.local), index=pick(hessian.index),
-                           blocks=pick(hessian.blocks), slots=pick(hessian.slots))
-
-
 @ROWS_TIER
 def test_contact_hessian_is_the_derivative_of_the_rows_projection(solved_step):
     # the contacts' impulse at velocity v is γ = Π(y), y = -S (v - v̂) (the stationarity
     # above), and -γ is ℓ's gradient: their share of Φ's Hessian is Jᵀ (∂Π/∂y) S J
     model, u, view = solved_step
     rows, n = view["rows"], 6 * model.n_body
-    got = np.asarray(_contact_share(view["hessian"], model).dense())
+    got = np.asarray(contact_share(view["hessian"], model).dense())
     want = np.zeros((n, n))
     for i in _contact_blocks(model, rows):
         rb = rows[i]

@@ -30,7 +30,7 @@ import pytest
 import jaxcontact as jc
 from jaxcontact import dofs, terms
 from jaxcontact.models.geometry import FAR
-from jaxcontact.problem import BlockDiagonal
+from _helpers import contact_share
 
 jax.config.update("jax_enable_x64", True)   # tests/conftest.py does it too
 
@@ -96,16 +96,6 @@ def _exact_gaps(u, args):
     return jnp.concatenate(out)
 
 
-def _contact_share(hessian, model):
-    """The Hessian's contact terms alone: no mass, only their elements' local matrices."""
-    smooth = [t for t in model.terms if not t.linear]     # `Hessian.local`'s order
-    keep = [i for i, t in enumerate(smooth) if t.reports_gaps]
-    pick = lambda parts: tuple(parts[i] for i in keep)    # noqa: E731
-    zero = BlockDiagonal(tuple(jnp.zeros_like(b) for b in hessian.diagonal.blocks))
-    return hessian.replace(diagonal=zero, local=pick(hessian.local), index=pick(hessian.index),
-                           blocks=pick(hessian.blocks), slots=pick(hessian.slots))
-
-
 @jax.jit
 def _evaluate(u, v, w, args):
     """Everything the tests compare, at u; v and w are probe vectors."""
@@ -119,7 +109,7 @@ def _evaluate(u, v, w, args):
 
     g_exact, exact = terms.hessian(u, args)
     g_reweighted, reweighted = terms.hessian(u, args, exact=False)
-    contact, contact_reweighted = (_contact_share(h, model) for h in (exact, reweighted))
+    contact, contact_reweighted = (contact_share(h, model) for h in (exact, reweighted))
     alphas = jnp.asarray(ALPHAS)
     out = {
         "g": terms.gradient(u, args), "g_ref": jax.grad(value)(u),
