@@ -980,8 +980,9 @@ class Scene:
             out.append(Gravity(len(self._bodies)))
         if self._particles:
             out.append(Gravity(len(self._particles), particles=True))
-        out += self._contact_terms(Laws(contact.normal, float(contact.power), contact.friction, contact.coupling),
-                                   broad_phase)
+        laws = Laws(contact.normal, float(contact.power), contact.friction, contact.coupling,
+                    float(contact.near_rigid), float(contact.friction_regularization))
+        out += self._contact_terms(laws, broad_phase)
         for vector in (False, True):   # the row form by the rest length at build time
             springs = tuple(i for i, r in enumerate(self._springs)
                             if (r.rest_length == 0.0) == vector)

@@ -298,6 +298,7 @@ def prepare(model, state, control, at=None) -> Context:
         if term.reports_gaps:
             el = term.linearized(el, model.dt, None if at is None else dofs.gather(at,
                                                                                  el.index))
+            el = term.regularized(el, delassus(el, mass), model.dt)
         elements.append(el)
     elements = tuple(elements)
     return Context(elements=elements, mass=mass,
@@ -305,6 +306,26 @@ def prepare(model, state, control, at=None) -> Context:
                    coarse=coarse_space(model, state),
                    quat=jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]],
                                                                   state.quat.dtype)]))
+
+
+def delassus(el: Elements, mass: BlockDiagonal):
+    """(E, c, 3, 3) J M⁻¹ Jᵀ of each linearized contact row, its bodies' and particles'
+    own inverse masses (the mass is block-diagonal: a sum over the element's blocks)."""
+    jac = el.params["jac"]
+    rigid, particle = mass.inverses
+    kb = el.bodies.shape[1]
+    out = 0.0
+    for slot, (blocks, index) in enumerate(
+            [(rigid, el.bodies[:, i]) for i in range(kb)]
+            + [(particle, el.particles[:, j]) for j in range(el.particles.shape[1])]):
+        size = blocks.shape[1]
+        start = slot * dofs.BODY_DOF if slot < kb else (kb * dofs.BODY_DOF
+                                                        + (slot - kb) * dofs.PARTICLE_DOF)
+        inv = jnp.where((index >= 0)[:, None, None], dofs.take(blocks, jnp.maximum(index, 0)),
+                        0.0)
+        part = jac[..., start:start + size]
+        out = out + jnp.einsum("ecid,edf,ecjf->ecij", part, inv, part)
+    return out
 
 
 def coarse_space(model, state):

@@ -545,6 +545,10 @@ def test_restitution_helpers_reject_bad_input(fn, args, name):
     (dict(friction_eps=[1e-4]), "friction_eps"),
     (dict(power=float("inf")), "power"),
     (dict(coupling="associated"), "coupling"),
+    (dict(near_rigid=-1.0), "near_rigid"),
+    (dict(near_rigid=float("nan")), "near_rigid"),
+    (dict(friction_regularization=-1e-3), "friction_regularization"),
+    (dict(friction_regularization=None), "friction_regularization"),
 ])
 def test_contact_settings_reject_bad_values(kwargs, field):
     with pytest.raises(ValueError, match=field):

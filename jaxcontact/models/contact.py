@@ -190,6 +190,42 @@ class Laws:
     power: float = 3.0
     friction: str = "huber"
     coupling: str = "cone"
+    near_rigid: float = 1.0
+    friction_regularization: float = 1e-3
+
+
+def stick_stiffness(laws: Laws, k, dt, k_f):
+    """s, friction's stiffness in stick as written (impulse per slip velocity, N s/m): Δt k_f
+    (huber, tanh's k_t), Δt k_n Δt (ADD's clamped linear law, Eq. 17)."""
+    return dt * (k * dt if laws.friction == "linear" else k_f)
+
+
+def regularization(laws: Laws, delassus, k, damping, dt, k_f):
+    """Each row's stick stiffness s and normal stiffness factor f, from the diagonal block
+    W = J M⁻¹ Jᵀ (3, 3) of its contact (the inverse of its effective mass; SAP's
+    regularization, Castro, Permenter, Han 2022, Sec. V, with its defaults σ = 1e-3, β = 1):
+
+      s = min(s_law, 1 / (σ w_t)),   w_t = (W₁₁ + W₂₂) / 2   (σ = `friction_regularization`)
+      f = min(1, 4π² / (β² w_n Δt k T)),   w_n = W₀₀          (β = `near_rigid`, linear law)
+
+    Under a tangential load F a sticking contact creeps at F Δt / s: with the bound, at most σ
+    times the velocity change F Δt / m_eff that the load gives the contact in one step, and
+    never more than F / k_f. The normal law's stiffness k (and its damping, so that
+    τ = k_d/k stays) is scaled by f where the contact's natural period 2π sqrt(m_eff / k)
+    (with T = Δt + τ for Δt) would fall below β Δt: a contact stiffer than the step resolves
+    acts rigid either way, and its stiffness only makes the step's problem ill-conditioned
+    (k_n Δt²/m ~ 1e4 took the fuzz benchmark's light bodies 20-50 Newton iterations per
+    step; design note 57). σ = 0, β = 0: the laws exactly as written. The effective mass is
+    the contact's bodies' own (joints to other bodies are not counted)."""
+    s = jnp.broadcast_to(stick_stiffness(laws, k, dt, k_f), jnp.shape(k))
+    if laws.friction_regularization > 0.0:
+        w_t = 0.5 * (delassus[..., 1, 1] + delassus[..., 2, 2])
+        s = jnp.minimum(s, 1.0 / (laws.friction_regularization * w_t))
+    if laws.near_rigid == 0.0 or laws.normal != "linear":
+        return s, jnp.ones_like(s)
+    T = dt + damping / k
+    cap = 4.0 * math.pi ** 2 / (laws.near_rigid ** 2 * delassus[..., 0, 0])
+    return s, jnp.minimum(1.0, cap / (dt * k * T))
 
 
 def normal_impulse(vn, gap, k, damping, dt, laws: Laws, shared):
@@ -236,7 +272,7 @@ def closed_form(laws: Laws) -> bool:
 
 
 def contact_derivatives(v, gap, k, damping, mu, dt, laws: Laws, shared, bound,
-                        reweighted=False):
+                        reweighted=False, stick=None):
     """(ℓ, ∇ℓ (3,), ∇²ℓ (3, 3)) of `contact_cost` in closed form, for the laws of
     `closed_form` (the same function, differentiated by hand: the solver's loop evaluates
     these for every contact row; autodiff's nested derivatives of the branches cost several
@@ -252,7 +288,7 @@ def contact_derivatives(v, gap, k, damping, mu, dt, laws: Laws, shared, bound,
     `reweighted` adds (β/r) ŵŵᵀ (or (b/r) ŵŵᵀ) along the slip: friction's curvature held at
     its slope, for Descent's preconditioner (`_slope_held`)."""
     T = dt + damping / k
-    s = dt * (k * dt if laws.friction == "linear" else shared["friction_stiffness"])
+    s = stick_stiffness(laws, k, dt, shared["friction_stiffness"]) if stick is None else stick
     x, w = v[0], v[1:]
     z = jnp.sum(w * w)
     r = safe_sqrt(z)
@@ -338,7 +374,7 @@ def _slope_held(fn):
 
 
 def contact_cost(v, gap, k, damping, mu, dt, laws: Laws, shared, bound=None,
-                 reweighted=False):
+                 reweighted=False, stick=None):
     """ℓ(v) of one contact (module docstring): its share of the step's potential, in J.
 
     Args:
@@ -352,6 +388,8 @@ def contact_cost(v, gap, k, damping, mu, dt, laws: Laws, shared, bound=None,
       bound: () with coupling "lagged": friction's bound μ γ̄_n, fixed for the step.
       reweighted: (static) friction's curvature reweighted (`_slope_held`): the same value
         and gradient, a positive definite Hessian along the slip (Descent's preconditioner).
+      stick: () friction's stiffness in stick s (`regularization`); None: the law's own,
+        `stick_stiffness`.
 
     Returns:
       () ℓ, convex in v; -∂ℓ/∂v is the contact's impulse over the step in the contact frame.
@@ -359,15 +397,17 @@ def contact_cost(v, gap, k, damping, mu, dt, laws: Laws, shared, bound=None,
     vn, z = v[0], v[1] * v[1] + v[2] * v[2]
     cost = _slope_held(_cost) if reweighted else _cost
     bound = jnp.zeros_like(gap) if bound is None else bound
-    return cost(laws, z, vn, gap, k, damping, mu, dt, bound, shared["friction_stiffness"],
-                shared["friction_eps"], shared["smooth_width"])
+    if stick is None:
+        stick = stick_stiffness(laws, k, dt, shared["friction_stiffness"])
+    return cost(laws, z, vn, gap, k, damping, mu, dt, bound, stick, shared["friction_eps"],
+                shared["smooth_width"])
 
 
-def _cost(laws, z, vn, gap, k, damping, mu, dt, bound, k_f, eps, width):
-    """`contact_cost` as a function of v_n and z = |v_t|² (friction is isotropic)."""
+def _cost(laws, z, vn, gap, k, damping, mu, dt, bound, s, eps, width):
+    """`contact_cost` as a function of v_n and z = |v_t|² (friction is isotropic), with s
+    friction's stiffness in stick."""
     tau = damping / k
     T = dt + tau
-    s = dt * (k * dt if laws.friction == "linear" else k_f)
 
     def n_of(x):
         return dt / T * normal_energy(gap + T * x, k, laws.normal, laws.power, width)
@@ -486,7 +526,17 @@ class Contact:
         "linear" (ADD Eq. 17, clamped linear with k_t = k_n Δt).
       friction_stiffness: k_f (N s/m) of "huber" and k_t of "tanh". Under a tangential load F
         below the Coulomb bound a body creeps at F / k_f (relaxed friction has no force at
-        zero slip, thesis Sec. 5.5): the default 1e4 gives 0.1 mm/s per N of load.
+        zero slip, thesis Sec. 5.5): the default 1e4 gives 0.1 mm/s per N of load. Light
+        contacts creep faster (`friction_regularization`).
+      friction_regularization: σ (default 1e-3, SAP's): friction's stiffness in stick is at
+        most 1/(σ w_t), w_t the inverse of the contact's effective mass, so that a light
+        body creeps at most σ times the velocity change its load gives it per step (and
+        never less than F / k_f). 0: k_f alone.
+      near_rigid: β (default 1, SAP's): the linear normal law's stiffness (and damping) is
+        lowered where the contact's natural period would fall below β Δt, which the step
+        cannot resolve (the contact acts rigid either way; a body resting under its weight
+        then sinks at most g β² Δt² / 4π² into its support). 0: k_n as given. Both:
+        `models.contact.regularization`.
       friction_eps: regularization velocity ε (m/s) of "pseudo_huber".
       coupling: how friction's bound follows the normal impulse (module docstring). "cone"
         (default; SAP's): μ times the normal impulse of the same step, in one convex cost
@@ -509,6 +559,8 @@ class Contact:
     friction_eps: float = 1e-4
     coupling: str = "cone"
     relinearize: int = 0
+    near_rigid: float = 1.0
+    friction_regularization: float = 1e-3
 
     def __post_init__(self):
         check.choice("coupling", self.coupling, COUPLINGS)
@@ -518,3 +570,5 @@ class Contact:
         check.number("power", self.power, low=2)
         for name in ("smooth_width", "friction_stiffness", "friction_eps"):
             check.number(name, getattr(self, name), positive=True)
+        for name in ("near_rigid", "friction_regularization"):
+            check.number(name, getattr(self, name), low=0)

@@ -90,13 +90,12 @@ class ContactTerm(terms.Term):
         """ℓ of each row as a function of its velocity, and the rows' parameters, (c,)."""
         c = params["gap"].shape[0]
 
-        def cost(v_row, gap, k, damping, mu, bound):
+        def cost(v_row, gap, k, damping, mu, bound, stick):
             return laws.contact_cost(v_row, gap, k, damping, mu, dt, self.laws, shared, bound,
-                                     reweighted)
+                                     reweighted, stick)
 
-        rows = (params["gap"], *(jnp.broadcast_to(params[name], (c,))
-                                 for name in ("stiffness", "damping", "friction")),
-                params["bound"])
+        k, damping, mu = _row_parameters(params, c)
+        rows = (params["gap"], k, damping, mu, params["bound"], params["stick"])
         return cost, rows
 
     def energy(self, x, start, params, shared, dt, reweighted=False):
@@ -110,9 +109,9 @@ class ContactTerm(terms.Term):
         have one (`models.contact.closed_form`), else by autodiff."""
         cost, rows = self._row_costs(params, shared, dt, reweighted)
         if laws.closed_form(self.laws):
-            def one(v_row, gap, k, damping, mu, bound):
+            def one(v_row, gap, k, damping, mu, bound, stick):
                 return laws.contact_derivatives(v_row, gap, k, damping, mu, dt, self.laws,
-                                                shared, bound, reweighted)[1:]
+                                                shared, bound, reweighted, stick)[1:]
             grad, hess = jax.vmap(one)(v, *rows)
         else:
             grad = jax.vmap(jax.grad(cost))(v, *rows)
@@ -162,18 +161,16 @@ class ContactTerm(terms.Term):
         """The rows in compliance form (Dual; linear normal law with huber or linear friction,
         `without_rows`): the normal row λ_n = max(-(v_n - v̂_n)/R_n, 0) with
         v̂_n = -d₀/T, R_n = 1/(Δt k T), T = Δt + k_d/k, and the tangential pair
-        λ_t = -v_t/R_t, R_t = 1/s, limited to friction's bound (coupling "lagged") or, with
+        λ_t = -v_t/R_t, R_t = 1/s (s the row's stick stiffness), limited to friction's bound (coupling "lagged") or, with
         the normal row, to the friction cone (coupling "cone", SAP's form: Castro et al.
         2022, Eq. 18). Returns (v - v̂ (c, 3), 1/R (c, 3), the bound or μ (c,)); unused
         rows have stiffness 0."""
-        c = params["gap"].shape[0]
-        k, damping, mu = (jnp.broadcast_to(params[name], (c,))
-                          for name in ("stiffness", "damping", "friction"))
+        k, damping, mu = _row_parameters(params, params["gap"].shape[0])
         T = dt + damping / k
-        s = dt * (k * dt if self.laws.friction == "linear" else shared["friction_stiffness"])
+        s = params["stick"]
         zero = jnp.zeros_like(T)
         target = jnp.stack([-params["gap"] / T, zero, zero], axis=-1)
-        stiffness = jnp.stack([dt * k * T, s + zero, s + zero], axis=-1)
+        stiffness = jnp.stack([dt * k * T, s, s], axis=-1)
         stiffness = jnp.where(params["used"][:, None], stiffness, 0.0)
         limit = mu if self.laws.coupling == "cone" else params["bound"]
         return self.velocities(x, params) - target, stiffness, limit
@@ -199,8 +196,9 @@ class ContactTerm(terms.Term):
         return side(self.side_a) - side(self.side_b)
 
     def linearize(self, start, params, shared, dt, at=None):
-        """{"gap", "jac", "bound"} of one element's rows: d₀ (c,), J (c, 3, d) and friction's
-        lagged bound (c,) (coupling "lagged"; unused by "cone").
+        """{"gap", "jac", "bound", "stick"} of one element's rows: d₀ (c,), J (c, 3, d),
+        friction's lagged bound (c,) (coupling "lagged"; unused by "cone") and its stiffness
+        in stick as the law writes it (c,) (`regularized` bounds it).
 
         Linearized about the element's local velocities `at` (None: at the start of the
         step, x = 0; `relinearize`: the previous solve's answer): the end-of-step gap
@@ -235,7 +233,27 @@ class ContactTerm(terms.Term):
         k, damping, mu = (jnp.broadcast_to(params[name], (c,))
                           for name in ("stiffness", "damping", "friction"))
         impulse = laws.normal_impulse(vn, gap, k, damping, dt, self.laws, shared)
-        return {"gap": gap, "jac": jac, "bound": mu * impulse}
+        return {"gap": gap, "jac": jac, "bound": mu * impulse,
+                "stick": jnp.broadcast_to(laws.stick_stiffness(
+                    self.laws, k, dt, shared["friction_stiffness"]), gap.shape)}
+
+    def regularized(self, el, delassus, dt) -> terms.Elements:
+        """The linearized elements `el` with each row's stick stiffness and normal stiffness
+        bounded by its effective mass (`models.contact.regularization`); `delassus`
+        (E, c, 3, 3) the rows' J M⁻¹ Jᵀ."""
+        p = el.params
+        shape = p["gap"].shape
+
+        def per_row(name):
+            value = p[name]
+            return jnp.broadcast_to(value.reshape(value.shape[0], -1), shape)
+
+        stick, factor = laws.regularization(self.laws, delassus, per_row("stiffness"),
+                                            per_row("damping"), dt,
+                                            el.shared["friction_stiffness"])
+        # the linear law's impulse, and so the lagged bound, scale with k
+        return el.replace(params={**p, "stick": stick, "rigid_factor": factor,
+                                  "bound": factor * p["bound"]})
 
     def linearized(self, el, dt, at=None) -> terms.Elements:
         """The elements `el` with every row linearized (`linearize`); `at` (E, d) the
@@ -247,6 +265,15 @@ class ContactTerm(terms.Term):
             rows = jax.vmap(lambda s, p, a: self.linearize(s, p, el.shared, dt, a))(
                 el.start, el.params, at)
         return el.replace(params={**el.params, **rows})
+
+
+def _row_parameters(params, c):
+    """(k_n, k_d, μ) (c,) of an element's rows as the step uses them: the pair's, with k_n and
+    k_d times the rows' near-rigid factor (`ContactTerm.regularized`; 1 before it)."""
+    k, damping, mu = (jnp.broadcast_to(params[name], (c,))
+                      for name in ("stiffness", "damping", "friction"))
+    factor = params.get("rigid_factor", 1.0)
+    return factor * k, factor * damping, mu
 
 
 def normal_force(laws_, shared, gap, stiffness):
@@ -718,7 +745,8 @@ class ContactRows:
       used:      (K,) bool, the row exists this step (broad-phase slot filled, mesh vertex
                  not padding, edge pairing found).
       friction, stiffness, damping: (K,) the pair's combined surface parameters.
-      force:     (K,) the normal law's force -ψ'(gap) (`normal_force`), N; 0 where unused.
+      force:     (K,) the normal law's force -ψ'(gap) (`normal_force`) at the stiffness the
+                 step uses (lowered where near-rigid: `jc.Contact`), N; 0 where unused.
     """
 
     gap: jax.Array
@@ -777,7 +805,8 @@ def contact_rows(model, state, control=None) -> ContactRows:
                    **{k: el.params[k] for k in HOW}}
         gap = jnp.where(used, gap, FAR).reshape(-1)
         per_row = {k: jnp.repeat(v, c) for k, v in per_row.items()}
-        force = normal_force(term.laws, el.shared, gap, per_row["stiffness"])
+        force = normal_force(term.laws, el.shared, gap,
+                             per_row["stiffness"] * el.params["rigid_factor"].reshape(-1))
         out.append(ContactRows(
             gap=gap, normal=normal.reshape(-1, 3), point=point.reshape(-1, 3),
             used=used.reshape(-1), force=jnp.where(used.reshape(-1), force, 0.0), **per_row))
