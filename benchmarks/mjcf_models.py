@@ -38,21 +38,11 @@ def assets():
     return pathlib.Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
 
 
-def timed(compiled, *args, repeats):
-    import jax
-
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def run_ours(path, batch, steps, dtype, repeats, seed):
     import jax
     import jax.numpy as jnp
     import jaxcontact as jc
+    from jaxcontact.compiling import best_time
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", jc.io.MjcfWarning)
@@ -71,7 +61,7 @@ def run_ours(path, batch, steps, dtype, repeats, seed):
     t0 = time.perf_counter()
     compiled = jit(run).lower(states).compile()
     compile_s = time.perf_counter() - t0
-    best, (final, _, info) = timed(compiled, states, repeats=repeats)
+    best, (final, _, info) = best_time(compiled, states, repeats=repeats)
     iterations = np.asarray(info.iterations)
     return {"warnings": sorted({str(w.message).split(":")[0] for w in caught}),
             "bodies": model.n_body, "dt": float(model.dt), "compile_s": round(compile_s, 2),
@@ -85,6 +75,8 @@ def run_mjx(path, batch, steps, repeats, seed):
     import jax
     import mujoco
     from mujoco import mjx
+
+    from jaxcontact.compiling import best_time
 
     m = mujoco.MjModel.from_xml_path(str(path))
     changed = {}
@@ -105,7 +97,7 @@ def run_mjx(path, batch, steps, repeats, seed):
     t0 = time.perf_counter()
     compiled = jax.jit(run).lower(qvel).compile()
     compile_s = time.perf_counter() - t0
-    best, qpos = timed(compiled, qvel, repeats=repeats)
+    best, qpos = best_time(compiled, qvel, repeats=repeats)
     return {"compile_s": round(compile_s, 2), "run_s": round(best, 3),
             "steps_per_s": batch * steps / best, "dt": float(m.opt.timestep),
             "iterations": int(m.opt.iterations), "ls_iterations": int(m.opt.ls_iterations),

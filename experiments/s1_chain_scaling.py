@@ -33,6 +33,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
+from jaxcontact.compiling import best_time  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import finish_figure, log, parser, save  # noqa: E402
@@ -69,15 +70,6 @@ def programs(model, state, steps):
     return out
 
 
-def timed(compiled, args, repeats):
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - start)
-    return result, best
-
-
 def fit(ns, y):
     slope, intercept = np.polyfit(ns, y, 1)
     pred = slope * np.asarray(ns) + intercept
@@ -91,8 +83,10 @@ def run(n, steps):
     model, state = scenes.spring_chain(n).build(solver=SOLVER)  # SOLVER: set by main()
     progs = programs(model, state, steps)
     repeats = 2 if n <= 10 else 1
-    (final, info), t_fwd = timed(*progs["forward"][:2], repeats)
-    (value, grad), t_grad = timed(*progs["gradient"][:2], repeats)
+    compiled, args = progs["forward"][:2]
+    t_fwd, (final, info) = best_time(compiled, *args, repeats=repeats)
+    compiled, args = progs["gradient"][:2]
+    t_grad, (value, grad) = best_time(compiled, *args, repeats=repeats)
     info = jax.tree.map(np.asarray, info)
     row = {
         "n": n, "steps": steps,

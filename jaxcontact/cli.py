@@ -624,7 +624,7 @@ def bench(batches, steps, repeats=3, seed=0):
     import jax
     import numpy as np
 
-    from jaxcontact.compiling import jit
+    from jaxcontact.compiling import best_time, jit
     from jaxcontact.step import rollout
 
     rows = []
@@ -635,15 +635,8 @@ def bench(batches, steps, repeats=3, seed=0):
         t0 = time.perf_counter()
         compiled = fn.lower(model, states).compile()
         compile_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        final, _, infos = jax.block_until_ready(compiled(model, states))
-        first_s = time.perf_counter() - t0
-        runs = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready(compiled(model, states))
-            runs.append(time.perf_counter() - t0)
-        run_s = min(runs)
+        first_s, (final, _, infos) = best_time(compiled, model, states, repeats=1)
+        run_s, _ = best_time(compiled, model, states, repeats=repeats)
         rows.append({"batch": batch, "compile_s": compile_s, "first_call_s": first_s,
                      "run_s": run_s, "steps_per_s": batch * steps / run_s,
                      "converged_fraction": float(np.mean(np.asarray(infos.converged))),

@@ -25,12 +25,16 @@ a fifth of the tracing time walking them: box_drop's batched rollout (B = 64, fl
 every 50,000 allocations instead (design note 54). On every backend, the function a `jit`
 compiles runs (is traced) under those thresholds (`collecting_rarely`), and the process's
 own are restored after; calls of the compiled program do not pay for it.
+
+`best_time` times a compiled program the one way the benchmarks, experiments and the CLI do:
+the best of a few calls, each waited for.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
+import time
 
 import jax
 
@@ -139,3 +143,14 @@ class _Jitted:
         if name.startswith("__") or name in ("_fun", "_kwargs", "_built", "_nested"):
             raise AttributeError(name)
         return getattr(self._jitted(), name)
+
+
+def best_time(compiled, *args, repeats=3):
+    """(best wall time in s of `repeats` calls of compiled(*args), each waited for with
+    `jax.block_until_ready`, the last call's output)."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(compiled(*args))
+        best = min(best, time.perf_counter() - start)
+    return best, out
