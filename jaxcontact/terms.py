@@ -192,10 +192,10 @@ def gauss_newton(term: RowTerm, x, start, params, shared, dt):
     exact Hessian adds Σ ψ'(e) ∇²e, which such a row makes strongly indefinite."""
     def errors(y):
         groups = term.rows(dofs.local(start, y, dt), params, shared, dt)
-        return jnp.concatenate([g.error for g in groups])
+        return jnp.concatenate([g.error for g in groups]), groups
 
-    groups = term.rows(dofs.local(start, x, dt), params, shared, dt)
-    _, jvp_of = jax.linearize(errors, x)
+    # (the rows at x ride along as aux: evaluated once)
+    _, jvp_of, groups = jax.linearize(errors, x, has_aux=True)
     jac = jax.vmap(jvp_of, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
     slope, curve = [], []
     for g in groups:
