@@ -534,9 +534,11 @@ class Contact:
         never less than F / k_f). 0: k_f alone.
       near_rigid: β (default 1, SAP's): the linear normal law's stiffness (and damping) is
         lowered where the contact's natural period would fall below β Δt, which the step
-        cannot resolve (the contact acts rigid either way; a body resting under its weight
-        then sinks at most g β² Δt² / 4π² into its support). 0: k_n as given. Both:
-        `models.contact.regularization`.
+        cannot resolve (the contact acts rigid either way). A contact carrying the weight
+        of its own effective mass then sinks g β² Δt² / 4π² (25 µm at Δt = 10 ms), one
+        carrying a heavier load proportionally more: a heavy body on light ones (a 0.1 kg
+        marble on 1.7 g cloth nodes at Δt = 40 ms sinks 8 mm deeper). 0: k_n as given.
+        Both: `models.contact.regularization`.
       friction_eps: regularization velocity ε (m/s) of "pseudo_huber".
       coupling: how friction's bound follows the normal impulse (module docstring). "cone"
         (default; SAP's): μ times the normal impulse of the same step, in one convex cost
