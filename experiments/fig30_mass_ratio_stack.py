@@ -31,6 +31,9 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxcontact as jc  # noqa: E402
 
+# contact exactly as the thesis writes it (`jc.Contact`'s regularization by effective mass off)
+AS_WRITTEN = dict(near_rigid=0.0, friction_regularization=0.0)
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import finish_figure, log, parser, save  # noqa: E402
 
@@ -91,7 +94,8 @@ def stack(solver, masses=MASSES):
     scene.add_plane()
     for i, m in enumerate(masses):
         scene.add_sphere(RADIUS, m, (0.0, 0.0, (2 * i + 1) * RADIUS))
-    return scene.build(contact=jc.Contact(friction_stiffness=K_N), solver=solver)
+    # the laws as written (no regularization by effective mass): the thesis's conditioning
+    return scene.build(contact=jc.Contact(friction_stiffness=K_N, **AS_WRITTEN), solver=solver)
 
 
 def static_penetration(masses) -> np.ndarray:

@@ -32,6 +32,9 @@ import numpy as np
 import jaxcontact as jc
 from jaxcontact.math import quat_rotate
 
+# contact exactly as the thesis writes it (`jc.Contact`'s regularization by effective mass off)
+AS_WRITTEN = dict(near_rigid=0.0, friction_regularization=0.0)
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import finish_figure, log, parser, save  # noqa: E402
 from fig30_mass_ratio_stack import DT, K_N, solver_stats, steps_for, timed_rollout  # noqa: E402
@@ -61,7 +64,8 @@ def lean(solver, k_f):
     scene.add_plane(normal=(-1.0, 0.0, 0.0), offset=-x_wall)
     scene.add_box(HALF, MASS, (0.0, 0.0, a * math.sin(th) + h * math.cos(th)),
                   quat=(math.cos(th / 2), 0.0, math.sin(th / 2), 0.0))
-    return scene.build(contact=jc.Contact(friction_stiffness=k_f), solver=solver)
+    # the laws as written (no regularization by effective mass): the thesis's conditioning
+    return scene.build(contact=jc.Contact(friction_stiffness=k_f, **AS_WRITTEN), solver=solver)
 
 
 def foot_and_tilt(pos, quat):

@@ -68,6 +68,10 @@ def _lean_slip(solver, k_f, steps=60):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="since the convex step of issue 63 (measured at 428b588 "
+                   "and after), 20 diagonal Descent iterations no longer slip more than block "
+                   "Descent's converged creep (4.9e-7 against 7.9e-7 m): the thesis's Fig. 31 "
+                   "effect is not reproduced; issue 63's experiment rerun is to re-examine it")
 def test_diagonal_descent_slips_artificially_at_a_100_to_1_stiffness_ratio():
     diagonal = jc.Descent(iterations=20, preconditioner="diagonal")
     block = _lean_slip(jc.Descent(iterations=20), 1e6)  # ~ the converged creep
