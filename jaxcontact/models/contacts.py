@@ -161,7 +161,8 @@ class ContactTerm(terms.Term):
         """The rows in compliance form (Dual; linear normal law with huber or linear friction,
         `without_rows`): the normal row λ_n = max(-(v_n - v̂_n)/R_n, 0) with
         v̂_n = -d₀/T, R_n = 1/(Δt k T), T = Δt + k_d/k, and the tangential pair
-        λ_t = -v_t/R_t, R_t = 1/s (s the row's stick stiffness), limited to friction's bound (coupling "lagged") or, with
+        λ_t = -v_t/R_t, R_t = 1/s (s the row's stick stiffness), limited to friction's
+        bound (coupling "lagged") or, with
         the normal row, to the friction cone (coupling "cone", SAP's form: Castro et al.
         2022, Eq. 18). Returns (v - v̂ (c, 3), 1/R (c, 3), the bound or μ (c,)); unused
         rows have stiffness 0."""
@@ -196,9 +197,8 @@ class ContactTerm(terms.Term):
         return side(self.side_a) - side(self.side_b)
 
     def linearize(self, start, params, shared, dt, at=None):
-        """{"gap", "jac", "bound", "stick"} of one element's rows: d₀ (c,), J (c, 3, d),
-        friction's lagged bound (c,) (coupling "lagged"; unused by "cone") and its stiffness
-        in stick as the law writes it (c,) (`regularized` bounds it).
+        """{"gap", "jac", "bound"} of one element's rows: d₀ (c,), J (c, 3, d) and friction's
+        lagged bound (c,) (coupling "lagged"; unused by "cone"); `regularized` adds the rest.
 
         Linearized about the element's local velocities `at` (None: at the start of the
         step, x = 0; `relinearize`: the previous solve's answer): the end-of-step gap
@@ -233,14 +233,13 @@ class ContactTerm(terms.Term):
         k, damping, mu = (jnp.broadcast_to(params[name], (c,))
                           for name in ("stiffness", "damping", "friction"))
         impulse = laws.normal_impulse(vn, gap, k, damping, dt, self.laws, shared)
-        return {"gap": gap, "jac": jac, "bound": mu * impulse,
-                "stick": jnp.broadcast_to(laws.stick_stiffness(
-                    self.laws, k, dt, shared["friction_stiffness"]), gap.shape)}
+        return {"gap": gap, "jac": jac, "bound": mu * impulse}
 
     def regularized(self, el, delassus, dt) -> terms.Elements:
-        """The linearized elements `el` with each row's stick stiffness and normal stiffness
-        bounded by its effective mass (`models.contact.regularization`); `delassus`
-        (E, c, 3, 3) the rows' J M⁻¹ Jᵀ."""
+        """The linearized elements `el` with each row's stick stiffness "stick" and normal
+        stiffness factor "rigid_factor", bounded by its effective mass
+        (`models.contact.regularization`); `delassus` (E, c, 3, 3) the rows' J M⁻¹ Jᵀ.
+        `terms.prepare` calls it after `linearized`: every row function reads both."""
         p = el.params
         shape = p["gap"].shape
 
@@ -269,10 +268,10 @@ class ContactTerm(terms.Term):
 
 def _row_parameters(params, c):
     """(k_n, k_d, μ) (c,) of an element's rows as the step uses them: the pair's, with k_n and
-    k_d times the rows' near-rigid factor (`ContactTerm.regularized`; 1 before it)."""
+    k_d times the rows' near-rigid factor (`ContactTerm.regularized`)."""
     k, damping, mu = (jnp.broadcast_to(params[name], (c,))
                       for name in ("stiffness", "damping", "friction"))
-    factor = params.get("rigid_factor", 1.0)
+    factor = params["rigid_factor"]
     return factor * k, factor * damping, mu
 
 
