@@ -210,9 +210,9 @@ def test_iteration_cap_is_a_number():
 
 
 def test_newton_solves_directions_densely_up_to_dense_max_unknowns():
-    """linear="auto": dense elimination up to `tolerances.DENSE_MAX` (96) unknowns (16 bodies),
+    """linear="auto": dense elimination up to `tolerances.DENSE_MAX` (384) unknowns (64 bodies),
     conjugate gradients above; an explicit choice holds at every size."""
-    assert jc.Newton().method(96) == "dense" and jc.Newton().method(97) == "cg"
+    assert jc.Newton().method(384) == "dense" and jc.Newton().method(385) == "cg"
     assert jc.Newton(linear="cg").method(6) == "cg"
     assert jc.Newton(linear="dense").method(6 * 100) == "dense"
 

@@ -116,6 +116,13 @@ class JointTerm(terms.RowTerm):
             params.update(_start_damping(self.kind, start, params, model.dt))
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
+    def gradient_and_hessian(self, x, start, params, shared, dt, reweighted=False):
+        # the Gauss-Newton Hessian: a joint's errors are its load over its stiffness, so the
+        # dropped Σ ψ'(e) ∇²e is that small against Jᵀ ψ'' J, and it costs a fifth of the
+        # exact Hessian's forward-over-reverse (the humanoid's 17 joints, 16 scenes: 1.1
+        # against 6.5 ms; design note 58). The gradient, and so the answer, stay exact.
+        return terms.gauss_newton(self, x, start, params, shared, dt)
+
     def rows(self, x, p, shared, dt):
         f = frames(x, p)
         point = f["p_a"] - f["p_b"]
