@@ -150,15 +150,10 @@ class Newton(base.Solver):
         enough = tolerances.LINE_TOL * jnp.abs(slope)
 
         def body(carry):
-            alpha, lo, hi, s_lo, s_hi, raw, width, before, last, done = carry
+            alpha, lo, hi, s_lo, s_hi, width, before, last, done = carry
             s, c = problem.along(u, d, alpha, args)
             met = jnp.abs(s) <= enough
             below = s < 0.0
-            # φ' of a convex φ never decreases: where a point inside the bracket has a slope
-            # beyond its end's on the same side, φ' is its rounding there (stiff terms in
-            # float32): any point of the bracket is as good
-            noise = jnp.where(below, s < raw[0], s > raw[1])
-            raw = (jnp.where(below, s, raw[0]), jnp.where(below, raw[1], s))
             # Illinois: an end kept twice in a row has its slope halved for the secant
             again = below == last
             s_lo = jnp.where(below, s, jnp.where(again, 0.5 * s_lo, s_lo))
@@ -173,20 +168,20 @@ class Newton(base.Solver):
             # no upper end yet: the minimum lies beyond α (φ' < 0 there), so step out
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))
-            keep = done | met | noise
+            keep = done | met
             # a bracket this narrow holds the minimizer to within LINE_WIDTH of α: take the
             # point the rule chose in it without evaluating φ' there
             narrow = ~keep & bracketed & (hi - lo <= tolerances.LINE_WIDTH * hi)
             keep = keep | narrow
-            return (jnp.where(keep & ~narrow, alpha, new), lo, hi, s_lo, s_hi, raw,
+            return (jnp.where(keep & ~narrow, alpha, new), lo, hi, s_lo, s_hi,
                     jnp.where(keep, width, hi - lo), jnp.where(keep, before, width), below,
                     keep)
 
         inf = jnp.full_like(slope, jnp.inf)
         one = jnp.ones_like(slope)
         # a direction that does not descend is rounding noise at the answer: take it whole
-        init = (one, jnp.zeros_like(slope), inf, slope, inf, (slope, inf), inf, inf,
-                jnp.asarray(True), slope >= 0.0)
+        init = (one, jnp.zeros_like(slope), inf, slope, inf, inf, inf, jnp.asarray(True),
+                slope >= 0.0)
         alpha, lo, *_, done = loop.iterate(body, init, self.line_search,
                                            self.loops_exit_early, lambda c: c[-1])
         # out of evaluations: the last point known to lie below the minimizer (φ decreased)
