@@ -1,35 +1,28 @@
-"""How gradients flow through a solve: implicit differentiation (the only gradient rules of the
-library) or unrolling, as objects a solver carries and `step` calls.
+"""How gradients flow through a solve: implicit differentiation (the library's gradient rules)
+or unrolling, as objects a solver carries and `step` calls.
 
-For the minimizer u*(θ) of Φ(u; θ), where ∇Φ(u*; θ) = 0 (`Problem.gradient`), with
-H = ∇²Φ at u* (symmetric):
+For the minimizer u*(θ) of Φ(u; θ), where ∇Φ(u*; θ) = 0, with H = ∇²Φ at u* (symmetric):
 
     reverse:  H λ = ū,   θ̄ = -(∂∇Φ/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
     forward:  H u̇ = -(∂∇Φ/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
 
-H is the exact Hessian of the step assembled block-sparse (`Problem.hessian`):
-factored densely for small systems, or solved by conjugate gradients on its products with a
-block-Jacobi or multilevel preconditioner for large ones (`linear`: "auto" picks by size). θ
-includes the contact rows linearized at the start of the step, themselves functions of the
-state, so gradients are exact for the simulated map. The forward rule solves through
-`lax.custom_linear_solve`, which JAX can transpose, so `jax.grad` works in forward mode too.
-Solvers never see these rules: `solve` runs the solver on stop-gradient inputs and attaches
-the rule to its answer, whose primal is the identity on u*. The memory kept per solve is u*
-and θ, whatever the iteration count. `Unrolled` instead differentiates through every
-iteration (for testing). `problem` holds global functions: arrays closed over by them would
-be invisible to the rules.
+H is the step's exact Hessian (`Problem.hessian`), factored densely or solved by
+preconditioned conjugate gradients (`linear`). θ includes the contact rows linearized at the
+start of the step, so gradients are exact for the simulated map. The forward rule solves
+through `lax.custom_linear_solve`, which JAX can transpose. `problem` holds global functions:
+arrays closed over by them would be invisible to the rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
+from jaxcontact import validate as check
 from jaxcontact.solvers import linear, tolerances
 
 AD_MODES = ("vjp", "jvp", "unrolled")
@@ -44,10 +37,10 @@ class Implicit:
       mode: "reverse" (a `custom_vjp`: one transposed solve per step) or "forward" (a
         `custom_jvp` for `jax.jvp` / `jax.jacfwd`, e.g. Gauss-Newton; reverse mode works by
         transposition).
-      linear: "auto" (dense up to `linear.DENSE_MAX` unknowns, else Krylov), "dense",
+      linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns, else Krylov), "dense",
         "krylov" (preconditioned conjugate gradients, no n x n matrix).
-      iterations: most conjugate-gradient iterations of a Krylov solve. None (default): 100, or 400
-        in scenes with solids or cloth (as `Newton.krylov_iterations`).
+      iterations: most conjugate-gradient iterations of a Krylov solve; None (default): as
+        `Newton.krylov_iterations`.
       preconditioner: of the Krylov solve, as `Newton.preconditioner` ("auto", default:
         multilevel in scenes with a large cloth, else block-Jacobi).
       rtol: relative residual at which the Krylov solve stops.
@@ -63,19 +56,12 @@ class Implicit:
     early_exit: bool = False
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.linear not in linear.METHODS:
-            raise ValueError(f"linear must be one of {linear.METHODS}, got {self.linear!r}")
-        if self.preconditioner not in linear.PRECONDITIONERS:
-            raise ValueError(f"preconditioner must be one of {linear.PRECONDITIONERS}, "
-                             f"got {self.preconditioner!r}")
-        if self.iterations is not None and (
-                isinstance(self.iterations, bool)
-                or not isinstance(self.iterations, numbers.Integral) or self.iterations < 1):
-            raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
-        if not isinstance(self.early_exit, bool):
-            raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
+        check.choice("mode", self.mode, MODES)
+        check.choice("linear", self.linear, linear.METHODS)
+        check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
+        if self.iterations is not None:
+            check.integer("iterations", self.iterations, low=1)
+        check.boolean("early_exit", self.early_exit)
 
     def solve(self, solver, problem, u0, args):
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
@@ -90,8 +76,7 @@ class Implicit:
 
 @dataclasses.dataclass(frozen=True)
 class Unrolled:
-    """Differentiate through every iteration of the solve (for testing: memory and cost grow
-    with the iteration count, and the loops always run as scans)."""
+    """Differentiate through every iteration (for testing: the loops run as scans)."""
 
     def solve(self, solver, problem, u0, args):
         return solver.solve(problem, u0, args)

@@ -2,33 +2,25 @@
 
 A solver is a frozen dataclass of static settings that supplies `start` (its first carry, a
 NamedTuple whose fields `u` and `g` are the iterate and ∇Φ there) and `iteration` (one step of
-its method: the carry after it and whether it moved). `solve` here runs them under one
-bounded loop (`loop.iterate`: a scan of `iterations`, or a while loop with `early_exit`),
-freezes a scene once it has converged, stopped moving or produced a non-finite value, counts
-iterations, and reports the same way for every method.
+its method). `solve` runs them under one bounded loop, freezes a scene once it has converged,
+stopped moving or gone non-finite, and reports the same way for every method.
 
-Converged means that the iterate is within the tolerance of the step's answer u*, per degree of
-freedom, in velocity units (m/s, rad/s): the residual r estimates u - u*. To first order
-u - u* = H⁻¹ ∇Φ (H = ∇²Φ): Newton's step, which Newton forms every iteration (once a step
-that small has been taken, the error left is of its square). M⁻¹ ∇Φ, which every method has,
-bounds it wherever H >= M (the mass plus convex terms) and is used where it is smaller. (M⁻¹ ∇Φ
-alone overstates the error by H/M along stiff directions: for a bob on a hinge of stiffness
-1e7 the float32 answer was 2e-5 m/s from float64's while M⁻¹ ∇Φ was 0.1; design note 57.)
-
-The tolerance of a step is max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|)) per degree of
+Converged means the residual r, an estimate of u - u* (first order: H⁻¹ ∇Φ, Newton's step),
+is within the tolerance per degree of freedom (m/s, rad/s). M⁻¹ ∇Φ bounds it where H >= M and
+is used where smaller (alone it overstates the error by H/M along stiff directions; design
+note 57). The tolerance is max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|)) per degree of
 freedom: the rounding of the inertia term, scaled to the step's own velocities.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from jaxcontact import validate as check
 from jaxcontact.solvers import loop, tolerances
 from jaxcontact.solvers.adjoint import AD_MODES, Implicit, Unrolled, from_settings
 from jaxcontact.solvers.linear import METHODS
@@ -40,34 +32,9 @@ def default_tol(dtype) -> float:
     return tolerances.TOL_FLOAT64 if jnp.dtype(dtype) == jnp.float64 else tolerances.TOL_FLOAT32
 
 
-def check_int(solver, name, low=1):
-    value = getattr(solver, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    object.__setattr__(solver, name, int(value))
-
-
-def check_positive(solver, name, optional=False, high=None):
-    value = getattr(solver, name)
-    if optional and value is None:
-        return
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value) or value <= 0 or (high is not None and value > high)):
-        limit = f" and <= {high}" if high is not None else ""
-        extra = " or None" if optional else ""
-        raise ValueError(f"{name} must be a positive number{limit}{extra}, got {value!r}")
-
-
-def check_choice(solver, name, choices):
-    value = getattr(solver, name)
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-
-
-def check_bool(solver, name):
-    value = getattr(solver, name)
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be a bool, got {value!r}")
+def check_int(settings, name):
+    """Validate the int setting `name` (>= 1) and store it as a Python int."""
+    object.__setattr__(settings, name, check.integer(name, getattr(settings, name), low=1))
 
 
 def finite(x):
@@ -81,13 +48,11 @@ class Solver:
 
     Attributes:
       iterations: static iteration cap.
-      tol: residual tolerance on max |M⁻¹ ∇Φ| (m/s); None: 1e-10 (float64) / 3e-4 (float32).
-        The rounding of the step's inertia raises it where needed (module docstring).
+      tol: residual tolerance on max |M⁻¹ ∇Φ| (m/s); None: 1e-10 (float64) / 3e-4 (float32),
+        raised where needed by the rounding of the step's inertia (module docstring).
       early_exit: run the loops as bounded while loops that stop once every scene of a
-        (vmapped) batch has converged (default), instead of always running every masked
-        iteration (a fixed-length scan, the form for accelerators and for unrolled
-        gradients). Answers are the same either way (converged iterates are frozen), and
-        first derivatives never go through these loops (implicit rules).
+        (vmapped) batch has converged (default), instead of fixed-length scans (the form for
+        accelerators and unrolled gradients). Answers are the same either way.
       ad: shorthand for the adjoint: "vjp" (implicit reverse mode, `custom_vjp`), "jvp"
         (implicit forward mode, `custom_jvp`; reverse by transposition) or "unrolled"
         (differentiate every iteration: for testing).
@@ -105,20 +70,18 @@ class Solver:
 
     def __post_init__(self):
         check_int(self, "iterations")
-        check_positive(self, "tol", optional=True)
-        check_bool(self, "early_exit")
-        check_choice(self, "ad", AD_MODES)
-        if isinstance(self.adjoint, (Implicit, Unrolled)):
-            rule = self.adjoint
-        else:
-            check_choice(self, "adjoint", METHODS)
-            rule = from_settings(self.ad, self.adjoint)
+        if self.tol is not None:
+            check.number("tol", self.tol, positive=True)
+        check.boolean("early_exit", self.early_exit)
+        check.choice("ad", self.ad, AD_MODES)
+        rule = self.adjoint
+        if not isinstance(rule, (Implicit, Unrolled)):
+            rule = from_settings(self.ad, check.choice("adjoint", rule, METHODS))
         object.__setattr__(self, "gradients", rule)
 
     @property
     def loops_exit_early(self) -> bool:
-        """Whether the loops may stop early: `early_exit`, unless gradients are unrolled
-        through the iterations (reverse mode needs the scans)."""
+        """`early_exit`, unless gradients are unrolled (reverse mode needs the scans)."""
         return self.early_exit and not isinstance(self.gradients, Unrolled)
 
     def check(self, model) -> None:
@@ -127,16 +90,13 @@ class Solver:
     def tolerance(self, u, start):
         """Per-DOF tolerance of a residual at u: max(tol, the rounding of M (u - ũ))."""
         tol = self.tol if self.tol is not None else default_tol(u.dtype)
-        floor = tolerances.ROUNDING_ULPS * jnp.finfo(u.dtype).eps * (jnp.abs(u)
-                                                                      + jnp.abs(start))
+        eps = jnp.finfo(u.dtype).eps
+        floor = tolerances.ROUNDING_ULPS * eps * (jnp.abs(u) + jnp.abs(start))
         return jax.lax.stop_gradient(jnp.maximum(tol, floor))
 
-    # --- what a method supplies -----------------------------------------------------------
-
     def start(self, problem, u0, args):
-        """The first carry (a NamedTuple with the iterate as its field `u` and ∇Φ there as
-        `g`), from u0, or where u0 is None from ũ, the free flight (thesis Algorithms 2
-        and 3)."""
+        """The first carry (fields `u`, the iterate, and `g`, ∇Φ there) from u0, or where u0
+        is None from ũ, the free flight (thesis Algorithms 2 and 3)."""
         raise NotImplementedError
 
     def iteration(self, problem, carry, args):
@@ -147,10 +107,9 @@ class Solver:
         """(n,) the estimate of u - u* at the carry (module docstring): M⁻¹ ∇Φ by default."""
         return problem.mass(args).solve(carry.g)
 
-    # --- the driver -----------------------------------------------------------------------
-
     def solve(self, problem, u0, args):
-        """Iterate until converged or the cap; returns (u, stats)."""
+        """Iterate until converged or the cap; returns (u, stats): residual (max |r|),
+        iterations, converged, result (a `Result` code), tolerance (the largest per DOF)."""
 
         def converged(carry, args, start):
             r = self.residual(problem, carry, args)
@@ -162,17 +121,16 @@ class Solver:
             new, moved = self.iteration(problem, carry, args)
             met, r = converged(new, args, start)
             ok = finite(r) & finite(new.u)
-            stop = done | met | ~ok | ~moved
             bad = bad | (~done & ~ok)
             stuck = stuck | (~done & ok & ~met & ~moved)
             carry = jax.tree.map(lambda a, b: jnp.where(done, a, b), carry, new)
-            return carry, used + jnp.where(done, 0, 1), stop, bad, stuck
+            return carry, used + jnp.where(done, 0, 1), done | met | ~ok | ~moved, bad, stuck
 
         start = problem.start(args)
         carry = self.start(problem, u0, args)
         met, r = converged(carry, args, start)
-        false = jnp.zeros((), bool)
-        init = (carry, jnp.zeros((), jnp.int32), met | ~finite(r), ~finite(r), false)
+        init = (carry, jnp.zeros((), jnp.int32), met | ~finite(r), ~finite(r),
+                jnp.zeros((), bool))
         if self.loops_exit_early:
             final = loop.until_done(body, init, (args, start), self.iterations,
                                     lambda s: s[2], unknowns=start.shape[0])
@@ -182,18 +140,12 @@ class Solver:
         carry, used, _, bad, stuck = final
         u = carry.u
         r = self.residual(problem, carry, args)
-        return u, report(r, u, self.tolerance(u, start), used, bad, stuck)
-
-
-def report(r, u, tol, used, bad=False, stuck=False):
-    """The stats every solver returns from the residual r (the estimate of u - u*, module
-    docstring) at the answer u: residual (max |r|), iterations, converged, result (a `Result`
-    code), tolerance (the largest per-DOF tolerance of the step)."""
-    ok = ~jnp.asarray(bad) & finite(r) & finite(u)
-    converged = ok & jnp.all(jnp.abs(r) <= tol)
-    result = jnp.where(converged, Result.SUCCESS,
-                       jnp.where(ok, jnp.where(stuck, Result.STALLED, Result.MAX_ITERATIONS),
-                                 Result.NONFINITE))
-    return {"residual": jnp.max(jnp.abs(r), initial=0.0),
-            "iterations": jnp.asarray(used, jnp.int32), "converged": converged,
-            "result": result.astype(jnp.int32), "tolerance": jnp.max(tol, initial=0.0)}
+        tol = self.tolerance(u, start)
+        ok = ~bad & finite(r) & finite(u)
+        done = ok & jnp.all(jnp.abs(r) <= tol)
+        result = jnp.where(done, Result.SUCCESS,
+                           jnp.where(ok, jnp.where(stuck, Result.STALLED, Result.MAX_ITERATIONS),
+                                     Result.NONFINITE))
+        return u, {"residual": jnp.max(jnp.abs(r), initial=0.0), "iterations": used,
+                   "converged": done, "result": result.astype(jnp.int32),
+                   "tolerance": jnp.max(tol, initial=0.0)}

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
+from jaxcontact import validate as check
 from jaxcontact.solvers import base
 
 PRECONDITIONERS = ("block", "diagonal")
@@ -56,8 +57,8 @@ class Descent(base.Solver):
 
     def __post_init__(self):
         super().__post_init__()
-        base.check_positive(self, "alpha", high=1.0)
-        base.check_choice(self, "preconditioner", PRECONDITIONERS)
+        check.number("alpha", self.alpha, positive=True, high=1.0)
+        check.choice("preconditioner", self.preconditioner, PRECONDITIONERS)
 
     def start(self, problem, u0, args):
         u = problem.start(args) if u0 is None else u0

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxcontact import validate as check
 from jaxcontact.math import safe_div, safe_norm
 from jaxcontact.problem import BlockDiagonal
 from jaxcontact.solvers import base
@@ -155,9 +156,9 @@ class Dual(base.Solver):
 
     def __post_init__(self):
         super().__post_init__()
-        base.check_positive(self, "alpha", high=1.0)
-        base.check_choice(self, "update", UPDATES)
-        base.check_bool(self, "mass_splitting")
+        check.number("alpha", self.alpha, positive=True, high=1.0)
+        check.choice("update", self.update, UPDATES)
+        check.boolean("mass_splitting", self.mass_splitting)
 
     def check(self, model):
         """ValueError naming every term without a compliance form (its rows' kinds)."""

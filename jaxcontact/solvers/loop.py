@@ -1,34 +1,17 @@
-"""The bounded loops every iteration of the library runs in (Newton, descent, dual ascent and
-the Krylov solves inside them).
+"""The bounded loops every iteration of the library runs in (the solvers and their Krylov solves).
 
-`iterate` runs carry = iteration(carry) `length` times, either as a `lax.scan` (every scene of
-a vmapped batch pays every iteration, finished ones masked by the iteration itself; reverse
-mode can differentiate it) or, with `early_exit`, as a bounded `lax.while_loop` that stops
-once done(carry) holds for the whole batch (forward mode only; reverse mode cannot go through
-it, which is why solves run it only where the implicit rules, not autodiff, give gradients).
+`iterate` runs carry = iteration(carry) `length` times as a `lax.scan` (reverse mode can
+differentiate it) or, with `early_exit`, as a bounded `lax.while_loop` that stops once done(carry)
+holds for the whole batch (forward mode only).
 
-`until_done` is the solvers' outer loop with `early_exit`. Under `vmap` a plain while loop
-runs every scene of the batch until the slowest has converged: in a batch of 1024 tossed
-boxes a step needs 1.07 iterations per scene on average but 7-9 for the slowest, so the batch
-pays several times the work it needs. `until_done` has its own batching rule
-(`jax.custom_batching.custom_vmap`): on CPU each pass runs the iteration on a working set of
-at most `working_width(B)` (16) of the scenes still iterating, gathered by index and written
-back by index, so the few scenes that need many iterations no longer hold up the rest. On
-the 2-core CPU, box_drop at B = 1024 ran 7x faster than with the plain loop (13,500 against
-1,900 scene-steps/s, 200 steps); wider working sets were slower there (16: 13,500; 32: 7,800;
-128: 6,300), narrower too (8: 10,100). A pass costs its whole width however few of its
-slots still run, so where one scene's iteration costs far more than a pass's fixed cost the
-set is narrower: at most `_WORKING_DOFS_CPU` (192) unknowns in all. At B = 64, 8 colliding
-boxes per scene (48 unknowns) ran 1.6x faster with 4 scenes per pass than with 16 (48.5
-against 29.9 scene-steps/s; 2: 50.0, 1: 49.7), and 4 boxes (24 unknowns) 1.3x faster with
-8; but the demo's box and sphere (12 unknowns, B = 1024) ran 1.6x slower with 8 than with
-16 (design note 53). On accelerators a pass should cost kernel launches more than scenes, so
-there the batch runs whole, as a plain loop would; that is not measured yet (design note 18).
+`until_done` is the solvers' outer loop with `early_exit`. Under `vmap` a plain while loop runs
+every scene until the slowest has converged; its batching rule (`custom_vmap`) instead runs, on
+CPU, each pass on a working set of at most `working_width` of the scenes still iterating,
+gathered and written back by index (box_drop at B = 1024: 7x faster; widths measured in design
+notes 18 and 53). On accelerators the batch runs whole (not measured yet, design note 18).
 
-Both `until_done` and `where_needed` are `custom_vmap`s, whose primal form is traced even
-when only the batching rule runs. The function they run is traced there once (`_Traced`),
-and the rule batches that trace (a jaxpr) instead of running the function's Python again
-under `vmap`: the same program, traced in about 30 % less time (design note 38).
+`until_done` and `where_needed` trace the function they run once (`_Traced`), and their
+batching rules batch that jaxpr instead of tracing the Python again (30 % faster, design note 38).
 """
 
 from __future__ import annotations
@@ -37,8 +20,8 @@ import jax
 import jax.extend
 import jax.numpy as jnp
 
-# the working set of `until_done` under vmap on CPU: at most this many scenes, and at most
-# `_WORKING_DOFS_CPU` unknowns in all (measured: module docstring)
+# the working set of `until_done` under vmap on CPU: at most this many scenes and unknowns in all
+# (wider and narrower sets were slower; design note 53)
 _WORKING_WIDTH_CPU = 16
 _WORKING_DOFS_CPU = 192
 
@@ -57,10 +40,8 @@ def iterate(iteration, init, length, early_exit, done):
 
 
 def working_width(batch: int, unknowns: int | None = None) -> int:
-    """How many scenes of a vmapped batch of `batch`, each of `unknowns` unknowns (None: not
-    known), one pass of `until_done` iterates: on CPU at most `_WORKING_WIDTH_CPU` scenes
-    holding at most `_WORKING_DOFS_CPU` unknowns in all (one scene at least); on
-    accelerators the whole batch."""
+    """How many scenes of a vmapped batch, each of `unknowns` unknowns (None: not known), one
+    pass of `until_done` iterates: the whole batch on accelerators."""
     if jax.default_backend() != "cpu":
         return batch
     width = _WORKING_WIDTH_CPU
@@ -72,12 +53,9 @@ def working_width(batch: int, unknowns: int | None = None) -> int:
 def until_done(iteration, init, operands, length, done, unknowns=None):
     """state = iteration(state, operands) until done(state) or `length` iterations, per scene.
 
-    A forward-only while loop (not reverse-differentiable). iteration must leave a scene whose
-    done(state) holds unchanged. Everything the iteration reads is passed in `operands` (no
-    batched values closed over: the batching rule must see them). Under vmap, scenes iterate
-    in passes over a working set of the unfinished ones (module docstring), whose width
-    `working_width` sets from the batch and each scene's `unknowns`; each scene still runs at
-    most `length` iterations, and its answer is the same as alone.
+    Forward mode only. iteration must leave a scene whose done(state) holds unchanged, and
+    read batched values only from `operands` (the batching rule must see them). Under vmap
+    each scene's answer is the same as alone (module docstring).
     """
     traced = _Traced(iteration)
 
@@ -89,9 +67,7 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
     @run.def_vmap
     def run_batched(batch, in_batched, init, operands):
         init_batched, operands_batched = in_batched
-        state = jax.tree.map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
-            init, init_batched)
+        state = _broadcast(init, init_batched, batch)
         axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
         step = jax.vmap(traced.replay, in_axes=(0, axes))
         width = working_width(batch, unknowns)
@@ -131,15 +107,10 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
 
 def where_needed(needed, fn, fallback, operands, branch=True):
     """fn(operands) where `needed` holds, else `fallback`, evaluating fn only when some scene
-    needs it.
-
-    A `lax.cond` becomes a select under `vmap`, which evaluates both branches for every scene:
-    Newton's lag-phase direction, which a batch of tossed boxes needs in a few scenes of a few
-    steps, would then cost every scene of every iteration. Here the batching rule
-    (`custom_vmap`) runs fn on the whole batch only if any scene needs it, and selects per
-    scene. With `branch=False` fn is always evaluated and selected (`jnp.where`): the form
-    reverse mode can differentiate (unrolled gradients), as `custom_vmap` cannot be.
-    Everything fn reads is passed in `operands` (no batched values closed over)."""
+    needs it: under vmap a `lax.cond` would evaluate both branches for every scene, while the
+    batching rule here runs fn on the batch only if any scene needs it. With `branch=False` fn
+    is always evaluated and selected (`jnp.where`), which reverse mode can differentiate.
+    fn reads batched values only from `operands`."""
     if not branch:
         out = fn(operands)
         return jax.tree.map(lambda a, b: jnp.where(needed, a, b), out, fallback)
@@ -154,19 +125,12 @@ def where_needed(needed, fn, fallback, operands, branch=True):
     @run.def_vmap
     def run_batched(batch, in_batched, needed, fallback, operands):
         needed_batched, fallback_batched, operands_batched = in_batched
-        if not needed_batched:
-            needed = jnp.broadcast_to(needed, (batch,))
-        fallback = jax.tree.map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
-            fallback, fallback_batched)
+        needed, fallback = _broadcast((needed, fallback), (needed_batched, fallback_batched),
+                                      batch)
         axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
 
         def compute():
-            if any(jax.tree.leaves(operands_batched)):
-                out = jax.vmap(traced.replay, in_axes=(axes,))(operands)
-            else:
-                out = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
-                                   traced.replay(operands))
+            out = jax.vmap(traced.replay, in_axes=(axes,), axis_size=batch)(operands)
             return jax.tree.map(lambda a, b: jnp.where(_expand(needed, a), a, b), out,
                                 fallback)
 
@@ -176,15 +140,20 @@ def where_needed(needed, fn, fallback, operands, branch=True):
     return run(needed, fallback, operands)
 
 
+def _broadcast(tree, batched, batch):
+    """The leaves of tree not batched (`batched`: a matching tree of bools) given a batch axis."""
+    return jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
+                        tree, batched)
+
+
 def _expand(mask, x):
     """A (B,) mask broadcast against a (B, ...) array."""
     return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
 
 
 class _Traced:
-    """A function traced once, by the primal form of a `custom_vmap`, and replayed from that
-    trace (a jaxpr) by both forms: its batching rule then batches the jaxpr instead of running
-    the function's Python again under `vmap` (design note 38)."""
+    """A function traced once by the primal form of a `custom_vmap` and replayed from that
+    jaxpr by both forms (design note 38)."""
 
     def __init__(self, fn):
         self.fn = fn

@@ -1,35 +1,19 @@
 """Newton's method on the step's potential Φ, with an exact line search.
 
-Φ is one fixed function of the velocities (DESIGN.md section 1, v2): contact is linearized
-at the start of the step and its cost is convex in the rows; the smooth potentials are exact
-in q+(u). Each iteration takes
+Φ is one fixed convex function of the velocities where the smooth potentials are convex
+(DESIGN.md section 1, v2). Each iteration takes
 
     d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)   (joint limits: their Gauss-Newton part, design note 57)
 
-(dense elimination up to `tolerances.DENSE_MAX` unknowns, block-Jacobi preconditioned
-conjugate gradients above, to a relative residual of `tolerances.FORCING`), then minimizes
-φ(α) = Φ(u + α d) exactly: a scalar Newton iteration on φ'(α) = 0 kept inside a bracket of the
-minimizer (SAP, Castro, Permenter, Han 2022, Sec. VI, and MuJoCo's line search do the same),
-from α = 1, so that where Newton's model is right the first trial ends the search.
-
-Contact's share of H (Jᵀ ∇²ℓ J) is positive semi-definite and the mass positive definite, so
-wherever the smooth potentials are convex H is positive definite, d descends, φ is convex along
-d, and Newton's method with an exact line search converges from any start (SAP's Theorem 1).
-A smooth potential need not be convex (a spring compressed towards zero length, the rotation
-of a joint's lever arm): where H is indefinite the dense elimination adds to its pivots the
-diagonal of Gill, Murray and Wright's modified Cholesky factorization in the mass metric
-(`linalg.solve_convexified`: nothing where H is positive definite, a negative pivot replaced
-by its magnitude), and conjugate gradients take a negative curvature as its magnitude
-likewise (`linear.cg`'s `absolute`; stopping there, Steihaug's rule, never stepped along it
-and converged to a saddle of the solver test scene's zero-length spring), so d descends
-(else the preconditioned gradient is taken). (Projecting
-each element's Hessian to positive semi-definite instead, what DESIGN.md first proposed, adds
-curvature wherever one element alone is indefinite even though the mass makes the sum
-definite: the solver test scene's spring compressed near zero length took 15-17 linearly
-converging iterations per step that way, 5-7 this way; design note 57.) It stops once
-max |M⁻¹ ∇Φ| is within the tolerance (`solvers.base`). No phases, no shifts: the line search
-uses φ's slopes only, which stay resolved near the answer where Φ's own changes fall below the
-rounding of its large terms.
+(dense elimination up to `tolerances.DENSE_MAX` unknowns, preconditioned conjugate gradients
+above, to a relative residual of `tolerances.FORCING`), then minimizes φ(α) = Φ(u + α d)
+exactly from α = 1 (SAP, Castro, Permenter, Han 2022, Sec. VI): with H positive definite it
+converges from any start (SAP's Theorem 1). Where a smooth potential makes H indefinite, the
+dense solve adds Gill, Murray and Wright's modified Cholesky diagonal in the mass metric
+(`linalg.solve_convexified`) and conjugate gradients take a negative curvature as its magnitude
+(`linear.cg`'s `absolute`), so d descends (projecting each element's Hessian instead took 2-3x
+the iterations, design note 57). The line search uses φ's slopes only, which stay resolved
+where Φ's own changes fall below the rounding of its large terms.
 """
 
 from __future__ import annotations
@@ -41,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
+from jaxcontact import validate as check
 from jaxcontact.solvers import base, linear, loop, tolerances
 
 LINEAR_SOLVERS = ("auto", "dense", "cg")
@@ -60,8 +45,7 @@ class Newton(base.Solver):
     """Newton's method with an exact line search on Φ.
 
     Attributes:
-      iterations: static cap of Newton iterations (default 50; with `early_exit` the
-        iterations a step does not need cost nothing; most steps take 1-4).
+      iterations: static cap of Newton iterations (most steps take 1-4).
       line_search: most evaluations of φ' per line search (1 = always the full step).
       linear: how each direction is solved. "auto" (default): "dense" up to
         `tolerances.DENSE_MAX` unknowns (64 bodies), "cg" above. "dense": elimination of the
@@ -71,9 +55,8 @@ class Newton(base.Solver):
       krylov_iterations: most conjugate-gradient iterations per direction. None (default):
         100, or 400 in scenes with solids or cloth.
       preconditioner: of the conjugate gradients. "auto" (default): "multilevel" in scenes
-        with a cloth of at least `aggregation.MIN_PARTICLES` (1,000) particles, else
-        "block_jacobi". "multilevel": a V-cycle over aggregates of the mesh particles
-        (`solvers.multilevel`; scenes with solids or cloth only).
+        with a cloth of at least `aggregation.MIN_PARTICLES` particles, else "block_jacobi".
+        "multilevel": a V-cycle over aggregates of mesh particles (`solvers.multilevel`).
       tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
     """
 
@@ -86,10 +69,10 @@ class Newton(base.Solver):
     def __post_init__(self):
         super().__post_init__()
         base.check_int(self, "line_search")
-        base.check_choice(self, "preconditioner", linear.PRECONDITIONERS)
+        check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
         if self.krylov_iterations is not None:
             base.check_int(self, "krylov_iterations")
-        base.check_choice(self, "linear", LINEAR_SOLVERS)
+        check.choice("linear", self.linear, LINEAR_SOLVERS)
 
     def method(self, n: int) -> str:
         """The linear solver of directions for n unknowns ("auto" resolved)."""
@@ -102,8 +85,7 @@ class Newton(base.Solver):
         return NewtonCarry(u, problem.gradient(u, args), jnp.full_like(u, jnp.inf))
 
     def residual(self, problem, carry, args):
-        # the last Newton step (the error before it was taken; after it, of its square), or
-        # M⁻¹ ∇Φ where smaller (it bounds H⁻¹ ∇Φ where H >= M): `solvers.base`
+        # the last Newton step, or M⁻¹ ∇Φ where smaller (`solvers.base`)
         scaled = problem.mass(args).solve(carry.g)
         smaller = jnp.max(jnp.abs(scaled)) <= jnp.max(jnp.abs(carry.d))
         return jnp.where(smaller, scaled, carry.d)
@@ -117,8 +99,7 @@ class Newton(base.Solver):
             d, ok = linalg.cholesky_solve(a, -g)
             if hessian.convex:
                 return d
-            # not positive definite (a non-convex smooth term): the modified factorization,
-            # computed only for the scenes of a batch that need it
+            # not positive definite: the modified factorization, only where a scene needs it
             return loop.where_needed(~ok, lambda op: linalg.solve_convexified(*op)[0], d,
                                      (a, -g, metric), branch=self.loops_exit_early)
         model = args[0]
@@ -127,24 +108,19 @@ class Newton(base.Solver):
         precond = linear.preconditioner(hessian, self.preconditioner)
         d = linear.cg(hessian.matvec, precond, -g, cap, tolerances.FORCING,
                       self.loops_exit_early, absolute=True)
-        # a direction that does not descend (the magnitudes of negative curvatures taken out
-        # of order can make one): the preconditioned gradient does
+        # a direction that does not descend: the preconditioned gradient does
         return jnp.where(jnp.dot(g, d) < 0.0, d, -precond(g))
 
     def search(self, problem, u, d, slope, args):
         """α minimizing φ(α) = Φ(u + α d) (module docstring), from α = 1; φ'(0) = `slope`.
 
-        A root of the increasing φ' kept in a bracket [lo, hi] (φ'(lo) < 0 < φ'(hi); hi = ∞
-        until found, Newton's step or a doubling stepping out meanwhile). Inside it, the
-        point is Newton's step from the last one where that lies in the bracket, else the
-        secant of φ' through its ends (regula falsi, always inside, with the Illinois rule: an
-        end kept twice counts half its slope), and a bisection wherever
-        the bracket has not halved over the last two points (Brent's safeguard: at most twice
-        the evaluations of bisection). A contact coming into play along d bends φ' sharply
-        near α = 0 when d was taken where it was inactive, and a slip that passes through zero
-        along d makes a narrow stiff segment where friction sticks; Newton's step or the
-        secant lands next to such a root where bisection alone needs ~20 halvings (the fuzz
-        benchmark's stalls, design note 57)."""
+        A root of the increasing φ' kept in a bracket [lo, hi] (hi = ∞ until found, Newton's
+        step or a doubling stepping out meanwhile). Inside it: Newton's step where it lies in
+        the bracket, else the secant of φ' through its ends (regula falsi with the Illinois
+        rule), and a bisection wherever the bracket has not halved over the last two points
+        (Brent's safeguard). Newton's step or the secant lands next to a sharply bent φ' (a
+        contact coming into play, a slip through zero) where bisection needs ~20 halvings
+        (design note 57)."""
         if self.line_search == 1:
             return jnp.ones_like(slope)
         enough = tolerances.LINE_TOL * jnp.abs(slope)
@@ -154,9 +130,8 @@ class Newton(base.Solver):
             s, c = problem.along(u, d, alpha, args)
             met = jnp.abs(s) <= enough
             below = s < 0.0
-            # φ' of a convex φ never decreases: where a point inside the bracket has a slope
-            # beyond its end's on the same side, φ' is its rounding there (stiff terms in
-            # float32): any point of the bracket is as good
+            # φ' never decreases: a slope beyond its bracket end's on the same side is rounding
+            # noise (stiff terms in float32), and any point of the bracket is as good
             noise = jnp.where(below, s < raw[0], s > raw[1])
             raw = (jnp.where(below, s, raw[0]), jnp.where(below, raw[1], s))
             # Illinois: an end kept twice in a row has its slope halved for the secant
@@ -174,8 +149,7 @@ class Newton(base.Solver):
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))
             keep = done | met | noise
-            # a bracket this narrow holds the minimizer to within LINE_WIDTH of α: take the
-            # point the rule chose in it without evaluating φ' there
+            # a bracket this narrow: take the point chosen in it without evaluating φ' there
             narrow = ~keep & bracketed & (hi - lo <= tolerances.LINE_WIDTH * hi)
             keep = keep | narrow
             return (jnp.where(keep & ~narrow, alpha, new), lo, hi, s_lo, s_hi, raw,
