@@ -15,7 +15,7 @@ freedom: the rounding of the inertia term, scaled to the step's own velocities.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +40,13 @@ def check_int(settings, name):
 def finite(x):
     """Whether every entry of x is finite (a scalar bool)."""
     return jnp.all(jnp.isfinite(x))
+
+
+class Carry(NamedTuple):
+    """The iterate and ∇Φ there: the carry of a method that needs no more (Descent)."""
+
+    u: jax.Array
+    g: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +102,10 @@ class Solver:
         return jax.lax.stop_gradient(jnp.maximum(tol, floor))
 
     def start(self, problem, u0, args):
-        """The first carry (fields `u`, the iterate, and `g`, ∇Φ there) from u0, or where u0
-        is None from ũ, the free flight (thesis Algorithms 2 and 3)."""
-        raise NotImplementedError
+        """The first carry (a NamedTuple with fields `u` and `g`) at u0, or where u0 is None
+        at ũ, the free flight (thesis Algorithms 2 and 3)."""
+        u = problem.start(args) if u0 is None else u0
+        return Carry(u, problem.gradient(u, args))
 
     def iteration(self, problem, carry, args):
         """(carry after one step of the method, whether it moved)."""

@@ -5,24 +5,18 @@ e_j + λ_j/s_j = 0 with multiplier λ_j (thesis Eq. 117, 120). From u = ũ and �
 iteration takes, for all rows at once (Jacobi),
 
     Δλ_j = -α (s_j e_j(u) + λ_j) / (s_j W_j + 1),      W_j = G_j M̃⁻¹ G_jᵀ   (Eq. 122-123)
-    λ    <- Π(λ + Δλ)                       by the row's declared kind: "unilateral" λ >= 0,
-                                            "bilateral" free, "cone" (a contact's normal and
-                                            tangential rows) onto the friction cone
+    λ    <- Π(λ + Δλ)                       by the row's kind: "unilateral" λ >= 0, "bilateral"
+                                            free, "contact" λ_n >= 0 and |λ_t| <= b̄, "cone"
+                                            |λ_t| <= μ λ_n in the metric D = W + 1/s
     u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   ("fast projection", the thesis's choice)
-       or  u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j        (`update="exact"`: Eq. 124 from the start of
-                                               the step, whose fixed point is exactly the
-                                               primal solution)
+       or  u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j        (`update="exact"`: Eq. 124, whose fixed point is
+                                               exactly the primal solution)
 
-A contact's rows are linear in u (linearized at the start of the step) with the compliance
-R = 1/s of its law (`models.contacts.ContactTerm.compliance`); its multipliers are projected
-onto λ_n >= 0 and friction's disc |λ_t| <= b̄ (or, with the cone coupling, onto the cone
-|λ_t| <= μ λ_n in the metric D = W + R of the step above), so that the fixed point is the
-primal optimum of the contact's convex cost (the same answer Newton finds).
 M̃ is the split mass (Tonge et al., thesis §5.6): a block shared by c active rows counts with
 mass M/c, which keeps the Jacobi sweep stable on stacks and piles (`split_counts`). It
 converges slowly for large mass ratios (thesis §5.3, Fig. 26 and 30) and is insensitive to
-stiffness ratios (Fig. 27). Only terms in compliance form can be projected (every row kind
-declared): `check` says which are not.
+stiffness ratios (Fig. 27). Only terms in compliance form can be projected: `check` says which
+are not.
 """
 
 from __future__ import annotations
@@ -64,31 +58,29 @@ def project_cone(y, mu, ratio):
     return jnp.where(inside[..., None], y, jnp.where(polar[..., None], 0.0, surface))
 
 
-def active(rows, lam):
-    """Per block of rows, which rows act (E, r): one-sided rows in violation or with a
-    multiplier, rows with stiffness, a contact's three rows where it pushes or would."""
-    out = []
-    for rb, l in zip(rows, lam):
-        if rb.kind == "unilateral":
-            out.append((rb.error < 0.0) | (l > 0.0))
-        elif rb.kind in ("contact", "cone"):
-            pushing = (rb.stiffness[..., 0] > 0.0) & ((rb.error[..., 0] < 0.0)
-                                                       | (l[..., 0] > 0.0))
-            out.append(jnp.repeat(pushing, 3, axis=1))
-        else:
-            out.append(rb.stiffness > 0.0)
-    return out
+def project_contact(y, bound):
+    """Project multipliers y (..., 3) onto λ_n >= 0, |λ_t| <= bound (a fixed disc)."""
+    n, t = y[..., :1], y[..., 1:]
+    r = safe_norm(t)[..., None]
+    scale = jnp.where(r > bound[..., None], safe_div(bound[..., None], r), 1.0)
+    return jnp.concatenate([jnp.maximum(n, 0.0), t * scale], axis=-1)
 
 
 def split_counts(rows, lam, mass: BlockDiagonal):
-    """Mass-splitting factor per block, per group: the number of active rows on it (>= 1).
-
-    Counting rows, not contacts, is what makes the Jacobi sweep safe: with c_b rows on block
-    b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j (Cauchy-Schwarz), so the
-    split diagonal dominates the dual Hessian and α <= 1 cannot overshoot.
-    """
+    """Mass-splitting factor per block, per group: the number of active rows on it (>= 1):
+    one-sided rows in violation or with a multiplier, rows with stiffness, a contact's three
+    rows where it pushes or would. Counting rows makes the Jacobi sweep safe: with c_b rows on
+    block b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j (Cauchy-Schwarz),
+    so the split diagonal dominates the dual Hessian and α <= 1 cannot overshoot."""
     counts = [jnp.zeros((b.shape[0],), b.dtype) for b in mass.blocks]
-    for rb, act in zip(rows, active(rows, lam)):
+    for rb, l in zip(rows, lam):
+        if rb.kind == "unilateral":
+            act = (rb.error < 0.0) | (l > 0.0)
+        elif rb.kind in ("contact", "cone"):
+            act = jnp.repeat((rb.stiffness[..., 0] > 0.0)
+                             & ((rb.error[..., 0] < 0.0) | (l[..., 0] > 0.0)), 3, axis=1)
+        else:
+            act = rb.stiffness > 0.0
         per_element = jnp.sum(act.astype(counts[0].dtype), axis=1)
         for s, (group, _, _) in enumerate(rb.slots):
             count = counts[group].shape[0]
@@ -110,29 +102,24 @@ def effective_mass(rb, inverse_blocks):
     return total
 
 
-def project_contact(y, bound):
-    """Project multipliers y (..., 3) onto λ_n >= 0, |λ_t| <= bound (a fixed disc)."""
-    n, t = y[..., :1], y[..., 1:]
-    r = safe_norm(t)[..., None]
-    scale = jnp.where(r > bound[..., None], safe_div(bound[..., None], r), 1.0)
-    return jnp.concatenate([jnp.maximum(n, 0.0), t * scale], axis=-1)
-
-
-def _contact_step(rb, lam, w, alpha):
-    """A contact's multipliers after one Jacobi step, projected in its metric."""
-    w = w.reshape(lam.shape)
-    # one effective mass for both tangential rows (the larger): the cone is then round in
-    # the metric, and its projection commutes with the step
-    w_t = jnp.max(w[..., 1:], axis=-1, keepdims=True)
-    w = jnp.concatenate([w[..., :1], jnp.broadcast_to(w_t, w[..., 1:].shape)], axis=-1)
+def _step(rb, lam, w, alpha):
+    """One block of rows' multipliers after a Jacobi step, projected by its kind."""
     s = rb.stiffness
+    if rb.kind in ("contact", "cone"):
+        # one effective mass for both tangential rows (the larger): the cone is then round in
+        # the metric, and its projection commutes with the step
+        w = w.reshape(lam.shape)
+        w = w.at[..., 1:].set(jnp.max(w[..., 1:], axis=-1, keepdims=True))
     new = lam - alpha * (s * rb.error + lam) / (s * w + 1.0)
-    # D_t / D_n with D = W + 1/s
-    ratio = safe_div(s[..., 0] * (w[..., 1] * s[..., 1] + 1.0),
-                     s[..., 1] * (w[..., 0] * s[..., 0] + 1.0))
+    if rb.kind == "unilateral":
+        return jnp.maximum(new, 0.0)
     if rb.kind == "contact":
         return project_contact(new, rb.limit)
-    return project_cone(new, rb.limit, ratio)
+    if rb.kind == "cone":  # in the metric D = W + 1/s: ratio D_t / D_n
+        ratio = safe_div(s[..., 0] * (w[..., 1] * s[..., 1] + 1.0),
+                         s[..., 1] * (w[..., 0] * s[..., 0] + 1.0))
+        return project_cone(new, rb.limit, ratio)
+    return new
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,31 +155,20 @@ class Dual(base.Solver):
                              "rows of declared kinds): " + "; ".join(reasons))
 
     def start(self, problem, u0, args):
-        u = problem.start(args) if u0 is None else u0
+        u, g = super().start(problem, u0, args)
         rows = jax.eval_shape(problem.rows, u, args)
-        return DualCarry(u, problem.gradient(u, args),
-                         tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows))
+        return DualCarry(u, g, tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows))
 
     def iteration(self, problem, carry, args):
         u, _, lam = carry
         mass = problem.mass(args)
-        n = u.shape[0]
         rows = problem.rows(u, args)
         split = mass.divided(split_counts(rows, lam, mass)) if self.mass_splitting else mass
         inverse = split.inverse().blocks
-        new = []
-        for rb, l in zip(rows, lam):
-            w = effective_mass(rb, inverse)
-            if rb.kind in ("contact", "cone"):
-                new.append(_contact_step(rb, l, w, self.alpha))
-                continue
-            step = l - self.alpha * (rb.stiffness * rb.error + l) / (rb.stiffness * w + 1.0)
-            new.append(jnp.maximum(step, 0.0) if rb.kind == "unilateral" else step)
-        new = tuple(new)
-        if self.update == "incremental":
-            delta = sum(rb.transpose_apply(a - b, n) for rb, a, b in zip(rows, new, lam))
-            u_new = u + mass.solve(delta)
-        else:
-            impulse = sum(rb.transpose_apply(a, n) for rb, a in zip(rows, new))
-            u_new = problem.start(args) + mass.solve(impulse)
+        new = tuple(_step(rb, l, effective_mass(rb, inverse), self.alpha)
+                    for rb, l in zip(rows, lam))
+        exact = self.update == "exact"
+        impulse = sum(rb.transpose_apply(a if exact else a - b, u.shape[0])
+                      for rb, a, b in zip(rows, new, lam))
+        u_new = (problem.start(args) if exact else u) + mass.solve(impulse)
         return DualCarry(u_new, problem.gradient(u_new, args), new), base.finite(u_new)

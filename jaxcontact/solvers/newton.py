@@ -81,8 +81,8 @@ class Newton(base.Solver):
         return "dense" if linear.dense(n, "auto") else "cg"
 
     def start(self, problem, u0, args):
-        u = problem.start(args) if u0 is None else u0
-        return NewtonCarry(u, problem.gradient(u, args), jnp.full_like(u, jnp.inf))
+        u, g = super().start(problem, u0, args)
+        return NewtonCarry(u, g, jnp.full_like(u, jnp.inf))
 
     def residual(self, problem, carry, args):
         # the last Newton step, or M⁻¹ ∇Φ where smaller (`solvers.base`)
