@@ -71,7 +71,8 @@ class Implicit:
                                          else tolerances.KRYLOV_RIGID)
         settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
                                        or solver.loops_exit_early)
-        return solution(problem, u, args, settings), stats
+        rule = _reverse if self.mode == "reverse" else _forward
+        return rule(problem, jax.lax.stop_gradient(u), args, settings), stats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,13 +81,6 @@ class Unrolled:
 
     def solve(self, solver, problem, u0, args):
         return solver.solve(problem, u0, args)
-
-
-def from_settings(ad: str, method: str):
-    """The adjoint object of the `ad=` / `adjoint=` shorthand of a solver."""
-    if ad == "unrolled":
-        return Unrolled()
-    return Implicit(mode="forward" if ad == "jvp" else "reverse", linear=method)
 
 
 def _operator(hessian, settings):
@@ -104,21 +98,15 @@ def _reverse(problem, u_star, args, settings):
     return u_star
 
 
-def _reverse_fwd(problem, u_star, args, settings):
-    return u_star, (u_star, args)
-
-
 def _reverse_bwd(problem, settings, saved, u_bar):
     u_star, args = saved
-    _, hessian = problem.hessian(u_star, args)
-    lam = _operator(hessian, settings)(u_bar)
+    lam = _operator(problem.hessian(u_star, args)[1], settings)(u_bar)
     _, pullback = jax.vjp(lambda a: problem.gradient(u_star, a), args)
-    (args_bar,) = pullback(-lam)
     # u* was found from a stop-gradient guess: the solution does not depend on it
-    return jnp.zeros_like(u_star), args_bar
+    return jnp.zeros_like(u_star), pullback(-lam)[0]
 
 
-_reverse.defvjp(_reverse_fwd, _reverse_bwd)
+_reverse.defvjp(lambda problem, u, args, settings: (u, (u, args)), _reverse_bwd)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 3))
@@ -129,18 +117,8 @@ def _forward(problem, u_star, args, settings):
 @_forward.defjvp
 def _forward_rule(problem, settings, primals, tangents):
     u_star, args = primals
-    _, args_dot = tangents
-    _, g_dot = jax.jvp(lambda a: problem.gradient(u_star, a), (args,), (args_dot,))
+    _, g_dot = jax.jvp(lambda a: problem.gradient(u_star, a), (args,), (tangents[1],))
     _, hessian = problem.hessian(u_star, args)
     solve = _operator(hessian, settings)
-    u_dot = jax.lax.custom_linear_solve(hessian.matvec, -g_dot, solve=lambda _, b: solve(b),
-                                        symmetric=True)
-    return u_star, u_dot
-
-
-def solution(problem, u_star, args, settings: Implicit):
-    """u_star, differentiable in `args` by the implicit function theorem."""
-    u_star = jax.lax.stop_gradient(u_star)
-    if settings.mode == "reverse":
-        return _reverse(problem, u_star, args, settings)
-    return _forward(problem, u_star, args, settings)
+    return u_star, jax.lax.custom_linear_solve(hessian.matvec, -g_dot,
+                                               solve=lambda _, b: solve(b), symmetric=True)

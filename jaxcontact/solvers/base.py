@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from jaxcontact import validate as check
 from jaxcontact.solvers import loop, tolerances
-from jaxcontact.solvers.adjoint import AD_MODES, Implicit, Unrolled, from_settings
+from jaxcontact.solvers.adjoint import AD_MODES, Implicit, Unrolled
 from jaxcontact.solvers.linear import METHODS
 from jaxcontact.types import Result
 
@@ -83,7 +83,9 @@ class Solver:
         check.choice("ad", self.ad, AD_MODES)
         rule = self.adjoint
         if not isinstance(rule, (Implicit, Unrolled)):
-            rule = from_settings(self.ad, check.choice("adjoint", rule, METHODS))
+            check.choice("adjoint", rule, METHODS)
+            rule = Unrolled() if self.ad == "unrolled" else Implicit(
+                mode="forward" if self.ad == "jvp" else "reverse", linear=rule)
         object.__setattr__(self, "gradients", rule)
 
     @property
