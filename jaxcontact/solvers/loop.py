@@ -29,13 +29,8 @@ _WORKING_DOFS_CPU = 192
 def iterate(iteration, init, length, early_exit, done):
     """The carry after `length` iterations, or after the first at which done(carry) holds."""
     if early_exit:
-        def cond(carry):
-            return ~done(carry[0]) & (carry[1] < length)
-
-        def body(carry):
-            return iteration(carry[0]), carry[1] + 1
-
-        return jax.lax.while_loop(cond, body, (init, 0))[0]
+        return jax.lax.while_loop(lambda c: ~done(c[0]) & (c[1] < length),
+                                  lambda c: (iteration(c[0]), c[1] + 1), (init, 0))[0]
     return jax.lax.scan(lambda c, _: (iteration(c), None), init, None, length=length)[0]
 
 
@@ -81,9 +76,7 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
         def whole(carry):
             state, count = carry
             active = running(state, count)
-            new = step(state, operands)
-            new = jax.tree.map(lambda a, b: jnp.where(_expand(active, a), a, b), new, state)
-            return new, count + active.astype(jnp.int32)
+            return _select(active, step(state, operands), state), count + active.astype(jnp.int32)
 
         def working_set(carry):
             state, count = carry
@@ -112,8 +105,7 @@ def where_needed(needed, fn, fallback, operands, branch=True):
     is always evaluated and selected (`jnp.where`), which reverse mode can differentiate.
     fn reads batched values only from `operands`."""
     if not branch:
-        out = fn(operands)
-        return jax.tree.map(lambda a, b: jnp.where(needed, a, b), out, fallback)
+        return _select(needed, fn(operands), fallback)
 
     traced = _Traced(fn)
 
@@ -131,8 +123,7 @@ def where_needed(needed, fn, fallback, operands, branch=True):
 
         def compute():
             out = jax.vmap(traced.replay, in_axes=(axes,), axis_size=batch)(operands)
-            return jax.tree.map(lambda a, b: jnp.where(_expand(needed, a), a, b), out,
-                                fallback)
+            return _select(needed, out, fallback)
 
         out = jax.lax.cond(jnp.any(needed), compute, lambda: fallback)
         return out, jax.tree.map(lambda _: True, out)
@@ -146,9 +137,11 @@ def _broadcast(tree, batched, batch):
                         tree, batched)
 
 
-def _expand(mask, x):
-    """A (B,) mask broadcast against a (B, ...) array."""
-    return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
+def _select(mask, new, old):
+    """new where mask, else old, leaf by leaf; a (B,) mask selects along the leading axis."""
+    mask = jnp.asarray(mask)
+    return jax.tree.map(lambda a, b: jnp.where(
+        mask.reshape(mask.shape + (1,) * (jnp.ndim(a) - mask.ndim)), a, b), new, old)
 
 
 class _Traced:

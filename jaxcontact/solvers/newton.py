@@ -1,19 +1,16 @@
-"""Newton's method on the step's potential Φ, with an exact line search.
-
-Φ is one fixed convex function of the velocities where the smooth potentials are convex
-(DESIGN.md section 1, v2). Each iteration takes
+"""Newton's method on the step's potential Φ (DESIGN.md section 1, v2), with an exact line
+search. Each iteration takes
 
     d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)   (joint limits: their Gauss-Newton part, design note 57)
 
-(dense elimination up to `tolerances.DENSE_MAX` unknowns, preconditioned conjugate gradients
-above, to a relative residual of `tolerances.FORCING`), then minimizes φ(α) = Φ(u + α d)
-exactly from α = 1 (SAP, Castro, Permenter, Han 2022, Sec. VI): with H positive definite it
-converges from any start (SAP's Theorem 1). Where a smooth potential makes H indefinite, the
-dense solve adds Gill, Murray and Wright's modified Cholesky diagonal in the mass metric
-(`linalg.solve_convexified`) and conjugate gradients take a negative curvature as its magnitude
-(`linear.cg`'s `absolute`), so d descends (projecting each element's Hessian instead took 2-3x
-the iterations, design note 57). The line search uses φ's slopes only, which stay resolved
-where Φ's own changes fall below the rounding of its large terms.
+(dense up to `tolerances.DENSE_MAX` unknowns, else preconditioned conjugate gradients to a
+relative residual of `tolerances.FORCING`), then minimizes φ(α) = Φ(u + α d) exactly from α = 1
+(SAP, Castro, Permenter, Han 2022, Sec. VI; with H positive definite it converges from any
+start, SAP's Theorem 1). Where a smooth potential makes H indefinite, the dense solve adds the
+modified Cholesky diagonal in the mass metric (`linalg.solve_convexified`) and conjugate
+gradients take a negative curvature as its magnitude, so d descends (per-element projection
+took 2-3x the iterations, design note 57). The line search uses φ's slopes only: they stay
+resolved where Φ's changes fall below the rounding of its large terms.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ LINEAR_SOLVERS = ("auto", "dense", "cg")
 
 
 class NewtonCarry(NamedTuple):
-    """Newton's state between iterations: the iterate, ∇Φ there, and the last direction
-    taken (inf before the first)."""
+    """The iterate, ∇Φ there, and the last direction taken (inf before the first)."""
 
     u: jax.Array
     g: jax.Array
@@ -47,13 +43,11 @@ class Newton(base.Solver):
     Attributes:
       iterations: static cap of Newton iterations (most steps take 1-4).
       line_search: most evaluations of φ' per line search (1 = always the full step).
-      linear: how each direction is solved. "auto" (default): "dense" up to
-        `tolerances.DENSE_MAX` unknowns (64 bodies), "cg" above. "dense": elimination of the
-        assembled Hessian. "cg": block-Jacobi (or multilevel) preconditioned conjugate
-        gradients on products with the block-sparse Hessian, to a relative residual of
-        `tolerances.FORCING` (inexact Newton).
+      linear: how each direction is solved: "dense" (elimination of the assembled Hessian),
+        "cg" (preconditioned conjugate gradients on the block-sparse Hessian, inexact Newton)
+        or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
       krylov_iterations: most conjugate-gradient iterations per direction. None (default):
-        100, or 400 in scenes with solids or cloth.
+        `tolerances.KRYLOV_RIGID`, or `KRYLOV_MESHES` in scenes with solids or cloth.
       preconditioner: of the conjugate gradients. "auto" (default): "multilevel" in scenes
         with a cloth of at least `aggregation.MIN_PARTICLES` particles, else "block_jacobi".
         "multilevel": a V-cycle over aggregates of mesh particles (`solvers.multilevel`).
@@ -76,9 +70,8 @@ class Newton(base.Solver):
 
     def method(self, n: int) -> str:
         """The linear solver of directions for n unknowns ("auto" resolved)."""
-        if self.linear != "auto":
-            return self.linear
-        return "dense" if linear.dense(n, "auto") else "cg"
+        return self.linear if self.linear != "auto" else (
+            "dense" if linear.dense(n, "auto") else "cg")
 
     def start(self, problem, u0, args):
         u, g = super().start(problem, u0, args)
@@ -102,8 +95,7 @@ class Newton(base.Solver):
             # not positive definite: the modified factorization, only where a scene needs it
             return loop.where_needed(~ok, lambda op: linalg.solve_convexified(*op)[0], d,
                                      (a, -g, metric), branch=self.loops_exit_early)
-        model = args[0]
-        cap = self.krylov_iterations or (tolerances.KRYLOV_MESHES if model.has_meshes
+        cap = self.krylov_iterations or (tolerances.KRYLOV_MESHES if args[0].has_meshes
                                          else tolerances.KRYLOV_RIGID)
         precond = linear.preconditioner(hessian, self.preconditioner)
         d = linear.cg(hessian.matvec, precond, -g, cap, tolerances.FORCING,
@@ -157,10 +149,9 @@ class Newton(base.Solver):
                     keep)
 
         inf = jnp.full_like(slope, jnp.inf)
-        one = jnp.ones_like(slope)
         # a direction that does not descend is rounding noise at the answer: take it whole
-        init = (one, jnp.zeros_like(slope), inf, slope, inf, (slope, inf), inf, inf,
-                jnp.asarray(True), slope >= 0.0)
+        init = (jnp.ones_like(slope), jnp.zeros_like(slope), inf, slope, inf, (slope, inf), inf,
+                inf, jnp.asarray(True), slope >= 0.0)
         alpha, lo, *_, done = loop.iterate(body, init, self.line_search,
                                            self.loops_exit_early, lambda c: c[-1])
         # out of evaluations: the last point known to lie below the minimizer (φ decreased)
@@ -171,5 +162,5 @@ class Newton(base.Solver):
         _, hessian = problem.hessian(u, args)
         d = self.direction(hessian, g, args)
         alpha = self.search(problem, u, d, jnp.dot(g, d), args)
-        u_new = u + alpha * d
-        return NewtonCarry(u_new, problem.gradient(u_new, args), d), alpha > 0.0
+        u = u + alpha * d
+        return NewtonCarry(u, problem.gradient(u, args), d), alpha > 0.0
