@@ -1,16 +1,11 @@
-"""How gradients flow through a solve: implicit differentiation (the library's gradient rules)
-or unrolling, as objects a solver carries and `step` calls.
-
-For the minimizer u*(θ) of Φ(u; θ), where ∇Φ(u*; θ) = 0, with H = ∇²Φ at u* (symmetric):
+"""How gradients flow through a solve: implicit differentiation or unrolling, as objects a
+solver carries and `step` calls. For the minimizer u*(θ) of Φ(u; θ), H = ∇²Φ(u*):
 
     reverse:  H λ = ū,   θ̄ = -(∂∇Φ/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
     forward:  H u̇ = -(∂∇Φ/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
 
-H is the step's exact Hessian (`Problem.hessian`), factored densely or solved by
-preconditioned conjugate gradients (`linear`). θ includes the contact rows linearized at the
-start of the step, so gradients are exact for the simulated map. The forward rule solves
-through `lax.custom_linear_solve`, which JAX can transpose. `problem` holds global functions:
-arrays closed over by them would be invisible to the rules.
+θ includes the contact rows linearized at the start of the step, so gradients are exact for the
+simulated map. `problem` holds global functions (arrays closed over would be invisible).
 """
 
 from __future__ import annotations
@@ -34,18 +29,15 @@ class Implicit:
     """Implicit gradients of each solve (the default).
 
     Attributes:
-      mode: "reverse" (a `custom_vjp`: one transposed solve per step) or "forward" (a
-        `custom_jvp` for `jax.jvp` / `jax.jacfwd`, e.g. Gauss-Newton; reverse mode works by
-        transposition).
+      mode: "reverse" (a `custom_vjp`) or "forward" (a `custom_jvp`, for `jax.jacfwd`; reverse
+        mode works by transposition).
       linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns, else Krylov), "dense",
         "krylov" (preconditioned conjugate gradients, no n x n matrix).
       iterations: most conjugate-gradient iterations of a Krylov solve; None (default): as
         `Newton.krylov_iterations`.
-      preconditioner: of the Krylov solve, as `Newton.preconditioner` ("auto", default:
-        multilevel in scenes with a large cloth, else block-Jacobi).
+      preconditioner: of the Krylov solve, as `Newton.preconditioner`.
       rtol: relative residual at which the Krylov solve stops.
-      early_exit: stop the Krylov loop at rtol (a while loop) instead of running all
-        `iterations` masked; reverse mode then cannot differentiate it a second time.
+      early_exit: the Krylov loop as a while loop (not differentiable a second time).
     """
 
     mode: str = "reverse"

@@ -1,15 +1,10 @@
-"""What every solver shares: settings and their validation, the one loop driver, the report.
+"""What every solver shares: settings and their validation, the loop driver, the report.
 
-A solver is a frozen dataclass of static settings that supplies `start` (its first carry, a
-NamedTuple whose fields `u` and `g` are the iterate and ∇Φ there) and `iteration` (one step of
-its method). `solve` runs them under one bounded loop, freezes a scene once it has converged,
-stopped moving or gone non-finite, and reports the same way for every method.
-
-Converged means the residual r, an estimate of u - u* (first order: H⁻¹ ∇Φ, Newton's step),
-is within the tolerance per degree of freedom (m/s, rad/s). M⁻¹ ∇Φ bounds it where H >= M and
-is used where smaller (alone it overstates the error by H/M along stiff directions; design
-note 57). The tolerance is max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|)) per degree of
-freedom: the rounding of the inertia term, scaled to the step's own velocities.
+A solver supplies `start` (its first carry, a NamedTuple with the iterate `u` and ∇Φ there `g`)
+and `iteration`; `solve` runs them in one bounded loop, freezing a scene once it has converged,
+stopped moving or gone non-finite. Converged: the residual r, an estimate of u - u* (Newton's
+step, or M⁻¹ ∇Φ which bounds it where H >= M; design note 57), is within
+max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|)) per degree of freedom (m/s, rad/s).
 """
 
 from __future__ import annotations
@@ -43,7 +38,7 @@ def finite(x):
 
 
 class Carry(NamedTuple):
-    """The iterate and ∇Φ there: the carry of a method that needs no more (Descent)."""
+    """The iterate and ∇Φ there (Descent's carry)."""
 
     u: jax.Array
     g: jax.Array
@@ -55,17 +50,13 @@ class Solver:
 
     Attributes:
       iterations: static iteration cap.
-      tol: residual tolerance on max |M⁻¹ ∇Φ| (m/s); None: 1e-10 (float64) / 3e-4 (float32),
-        raised where needed by the rounding of the step's inertia (module docstring).
-      early_exit: run the loops as bounded while loops that stop once every scene of a
-        (vmapped) batch has converged (default), instead of fixed-length scans (the form for
-        accelerators and unrolled gradients). Answers are the same either way.
-      ad: shorthand for the adjoint: "vjp" (implicit reverse mode, `custom_vjp`), "jvp"
-        (implicit forward mode, `custom_jvp`; reverse by transposition) or "unrolled"
+      tol: residual tolerance (m/s); None: `default_tol` (module docstring).
+      early_exit: loops stop once every scene of a batch has converged (bounded while loops;
+        default) instead of running as fixed-length scans. Answers are the same either way.
+      ad: "vjp" (implicit reverse mode), "jvp" (implicit forward mode) or "unrolled"
         (differentiate every iteration: for testing).
-      adjoint: a `jc.Implicit(...)` or `jc.Unrolled()` object, or the shorthand "auto",
-        "dense", "krylov" for the implicit linear solve (with `ad`). The resolved object is
-        `solver.gradients`.
+      adjoint: a `jc.Implicit(...)` or `jc.Unrolled()`, or the implicit linear solve "auto",
+        "dense" or "krylov" (with `ad`); resolved as `solver.gradients`.
     """
 
     iterations: int = 50
@@ -99,13 +90,11 @@ class Solver:
     def tolerance(self, u, start):
         """Per-DOF tolerance of a residual at u: max(tol, the rounding of M (u - ũ))."""
         tol = self.tol if self.tol is not None else default_tol(u.dtype)
-        eps = jnp.finfo(u.dtype).eps
-        floor = tolerances.ROUNDING_ULPS * eps * (jnp.abs(u) + jnp.abs(start))
+        floor = tolerances.ROUNDING_ULPS * jnp.finfo(u.dtype).eps * (abs(u) + abs(start))
         return jax.lax.stop_gradient(jnp.maximum(tol, floor))
 
     def start(self, problem, u0, args):
-        """The first carry (a NamedTuple with fields `u` and `g`) at u0, or where u0 is None
-        at ũ, the free flight (thesis Algorithms 2 and 3)."""
+        """The first carry at u0, or at ũ (the free flight) where u0 is None."""
         u = problem.start(args) if u0 is None else u0
         return Carry(u, problem.gradient(u, args))
 
@@ -114,7 +103,7 @@ class Solver:
         raise NotImplementedError
 
     def residual(self, problem, carry, args):
-        """(n,) the estimate of u - u* at the carry (module docstring): M⁻¹ ∇Φ by default."""
+        """(n,) the estimate of u - u* at the carry: M⁻¹ ∇Φ by default."""
         return problem.mass(args).solve(carry.g)
 
     def solve(self, problem, u0, args):
@@ -148,9 +137,7 @@ class Solver:
             final = loop.iterate(lambda s: body(s, (args, start)), init, self.iterations,
                                  False, lambda s: s[2])
         carry, used, _, bad, stuck = final
-        u = carry.u
-        r = self.residual(problem, carry, args)
-        tol = self.tolerance(u, start)
+        u, r, tol = carry.u, self.residual(problem, carry, args), self.tolerance(carry.u, start)
         ok = ~bad & finite(r) & finite(u)
         done = ok & jnp.all(jnp.abs(r) <= tol)
         result = jnp.where(done, Result.SUCCESS,

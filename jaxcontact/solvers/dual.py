@@ -1,22 +1,18 @@
 """Dual ascent on the compliant constraints: Jacobi XPBD (thesis Algorithm 3, Eq. 117-125).
 
-Every row j of the step (`jaxcontact.problem.RowBlock`) is a compliant constraint
-e_j + λ_j/s_j = 0 with multiplier λ_j (thesis Eq. 117, 120). From u = ũ and λ = 0 each
-iteration takes, for all rows at once (Jacobi),
+Every row j (`problem.RowBlock`) is a compliant constraint e_j + λ_j/s_j = 0 (Eq. 117, 120).
+From u = ũ and λ = 0 each iteration takes, for all rows at once (Jacobi),
 
     Δλ_j = -α (s_j e_j(u) + λ_j) / (s_j W_j + 1),      W_j = G_j M̃⁻¹ G_jᵀ   (Eq. 122-123)
-    λ    <- Π(λ + Δλ)                       by the row's kind: "unilateral" λ >= 0, "bilateral"
-                                            free, "contact" λ_n >= 0 and |λ_t| <= b̄, "cone"
-                                            |λ_t| <= μ λ_n in the metric D = W + 1/s
-    u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   ("fast projection", the thesis's choice)
-       or  u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j        (`update="exact"`: Eq. 124, whose fixed point is
-                                               exactly the primal solution)
+    λ    <- Π(λ + Δλ)     by the row's kind: "unilateral" λ >= 0, "bilateral" free, "contact"
+                          λ_n >= 0 and |λ_t| <= b̄, "cone" |λ_t| <= μ λ_n in the metric W + 1/s
+    u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   (the thesis's "fast projection"), or with
+            `update="exact"` u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j (Eq. 124: its fixed point is the primal
+            solution)
 
 M̃ is the split mass (Tonge et al., thesis §5.6): a block shared by c active rows counts with
-mass M/c, which keeps the Jacobi sweep stable on stacks and piles (`split_counts`). It
-converges slowly for large mass ratios (thesis §5.3, Fig. 26 and 30) and is insensitive to
-stiffness ratios (Fig. 27). Only terms in compliance form can be projected: `check` says which
-are not.
+mass M/c. Slow for large mass ratios (thesis §5.3, Fig. 26 and 30), insensitive to stiffness
+ratios (Fig. 27).
 """
 
 from __future__ import annotations
@@ -44,10 +40,8 @@ class DualCarry(NamedTuple):
 
 
 def project_cone(y, mu, ratio):
-    """Project multipliers y (..., 3) = (normal, tangential pair) onto the cone
-    |y_t| <= μ y_n in the metric diag(D_n, D_t, D_t), ratio = D_t / D_n: inside stays,
-    the polar cone goes to zero, the rest to the cone's surface (Castro et al. 2022, Sec. V,
-    in a scaled metric)."""
+    """Project multipliers y (..., 3) = (normal, tangential pair) onto the cone |y_t| <= μ y_n
+    in the metric diag(D_n, D_t, D_t), ratio = D_t / D_n (Castro et al. 2022, Sec. V)."""
     n, t = y[..., 0], y[..., 1:]
     r = safe_norm(t)
     inside = r <= mu * n
@@ -67,11 +61,9 @@ def project_contact(y, bound):
 
 
 def split_counts(rows, lam, mass: BlockDiagonal):
-    """Mass-splitting factor per block, per group: the number of active rows on it (>= 1):
-    one-sided rows in violation or with a multiplier, rows with stiffness, a contact's three
-    rows where it pushes or would. Counting rows makes the Jacobi sweep safe: with c_b rows on
-    block b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j (Cauchy-Schwarz),
-    so the split diagonal dominates the dual Hessian and α <= 1 cannot overshoot."""
+    """Mass-splitting factor per block, per group: its number of active rows (>= 1). With c_b
+    rows on block b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j, so the split
+    diagonal dominates the dual Hessian and α <= 1 cannot overshoot."""
     counts = [jnp.zeros((b.shape[0],), b.dtype) for b in mass.blocks]
     for rb, l in zip(rows, lam):
         if rb.kind == "unilateral":
@@ -106,8 +98,7 @@ def _step(rb, lam, w, alpha):
     """One block of rows' multipliers after a Jacobi step, projected by its kind."""
     s = rb.stiffness
     if rb.kind in ("contact", "cone"):
-        # one effective mass for both tangential rows (the larger): the cone is then round in
-        # the metric, and its projection commutes with the step
+        # both tangential rows take the larger effective mass: the cone is round in the metric
         w = w.reshape(lam.shape)
         w = w.at[..., 1:].set(jnp.max(w[..., 1:], axis=-1, keepdims=True))
     new = lam - alpha * (s * rb.error + lam) / (s * w + 1.0)
@@ -129,10 +120,9 @@ class Dual(base.Solver):
     Attributes:
       iterations: static number of Jacobi sweeps.
       alpha: step length α in (0, 1] (with mass splitting, 1 is stable).
-      update: "incremental" (default: the thesis's fast projection, XPBD's update; stays
-        finite where "exact" diverges, e.g. a 1e4:1 pendulum) or "exact" (its fixed point is
-        the primal solution, so it can converge to tol; see the module docstring).
-      mass_splitting: divide each block's mass among its active constraints (Jacobi safety).
+      update: "incremental" (default: XPBD's; stays finite where "exact" diverges, e.g. a
+        1e4:1 pendulum) or "exact" (converges to the primal solution; module docstring).
+      mass_splitting: divide each block's mass among its active rows (Jacobi safety).
       tol, early_exit, ad, adjoint: see `solvers.base.Solver`.
     """
 
@@ -148,7 +138,7 @@ class Dual(base.Solver):
         check.boolean("mass_splitting", self.mass_splitting)
 
     def check(self, model):
-        """ValueError naming every term without a compliance form (its rows' kinds)."""
+        """ValueError naming every term without a compliance form (declared row kinds)."""
         reasons = [r for r in (t.without_rows() for t in model.terms) if r]
         if reasons:
             raise ValueError("solver Dual needs every term in compliance form (constraint "

@@ -1,12 +1,5 @@
 """Linear solves of the step: dense elimination for small systems, bounded preconditioned
-conjugate gradients on the block-sparse `Hessian` for large ones (thesis §4.6.2, Fig. 15).
-
-`dense(n, "auto")` is the default rule of Newton's directions and the implicit gradients:
-dense up to `tolerances.DENSE_MAX` unknowns. A Krylov solve runs at most `iterations`
-iterations (`loop.iterate`: a scan, or with `early_exit` a while loop); an iterate freezes once
-its residual is below `rtol` times the initial one, and every division is guarded, so a
-batch runs in lock step and a breakdown stops at the last good iterate.
-"""
+conjugate gradients on the block-sparse `Hessian` for large ones (thesis §4.6.2, Fig. 15)."""
 
 from __future__ import annotations
 
@@ -32,10 +25,8 @@ def dense_solve(hessian, rhs):
 
 
 def preconditioner(hessian, kind="auto"):
-    """v ↦ P v ≈ H⁻¹ v for a Krylov solve with H. kind "block_jacobi": the inverse of H's
-    block diagonal; "multilevel": a V-cycle over the meshes' coarse space
-    (`solvers.multilevel`); "auto": multilevel where the Hessian has a coarse space, else
-    block-Jacobi."""
+    """v ↦ P v ≈ H⁻¹ v: "block_jacobi" (H's block diagonal inverted), "multilevel" (a V-cycle,
+    `solvers.multilevel`) or "auto" (multilevel where H has a coarse space)."""
     check.choice("preconditioner", kind, PRECONDITIONERS)
     if kind == "auto":
         kind = "block_jacobi" if hessian.coarse is None else "multilevel"
@@ -48,11 +39,10 @@ def preconditioner(hessian, kind="auto"):
 
 
 def cg(matvec, precond, b, iterations, rtol=1e-10, early_exit=False, absolute=False):
-    """x ≈ A⁻¹ b by preconditioned conjugate gradients (precond applies P ≈ A⁻¹).
-
-    A must be symmetric positive definite; where it is not, the iteration stops at the first
-    direction p of non-positive curvature pᵀAp, or with `absolute` takes |pᵀAp| and goes on
-    (for Newton on an indefinite Hessian, as `linalg.solve_convexified` does densely)."""
+    """x ≈ A⁻¹ b by preconditioned conjugate gradients (precond applies P ≈ A⁻¹), at most
+    `iterations` (`loop.iterate`), each scene frozen once its residual is below rtol |b|. At a
+    non-positive curvature pᵀAp it stops, or with `absolute` takes |pᵀAp| (Newton's indefinite
+    Hessians, as `linalg.solve_convexified` does densely); every division is guarded."""
     z = precond(b)
     stop_at = (rtol * jnp.linalg.norm(b)) ** 2
 

@@ -1,17 +1,8 @@
-"""The bounded loops every iteration of the library runs in (the solvers and their Krylov solves).
-
-`iterate` runs carry = iteration(carry) `length` times as a `lax.scan` (reverse mode can
-differentiate it) or, with `early_exit`, as a bounded `lax.while_loop` that stops once done(carry)
-holds for the whole batch (forward mode only).
-
-`until_done` is the solvers' outer loop with `early_exit`. Under `vmap` a plain while loop runs
-every scene until the slowest has converged; its batching rule (`custom_vmap`) instead runs, on
-CPU, each pass on a working set of at most `working_width` of the scenes still iterating,
-gathered and written back by index (box_drop at B = 1024: 7x faster; widths measured in design
-notes 18 and 53). On accelerators the batch runs whole (not measured yet, design note 18).
-
-`until_done` and `where_needed` trace the function they run once (`_Traced`), and their
-batching rules batch that jaxpr instead of tracing the Python again (30 % faster, design note 38).
+"""The bounded loops of the solvers and their Krylov solves: `iterate` (a scan, or with
+`early_exit` a while loop for forward mode), `until_done` (the solvers' early-exit loop, whose
+batching rule iterates working sets of the unfinished scenes on CPU: box_drop at B = 1024 7x
+faster; design notes 18 and 53), and `where_needed` (a branch evaluated only when some scene of
+a batch needs it). The last two trace their function once (`_Traced`; design note 38).
 """
 
 from __future__ import annotations
@@ -39,18 +30,14 @@ def working_width(batch: int, unknowns: int | None = None) -> int:
     pass of `until_done` iterates: the whole batch on accelerators."""
     if jax.default_backend() != "cpu":
         return batch
-    width = _WORKING_WIDTH_CPU
-    if unknowns is not None:
-        width = min(width, max(1, _WORKING_DOFS_CPU // max(1, unknowns)))
-    return min(batch, width)
+    return min(batch, _WORKING_WIDTH_CPU, max(1, _WORKING_DOFS_CPU // max(1, unknowns or 1)))
 
 
 def until_done(iteration, init, operands, length, done, unknowns=None):
     """state = iteration(state, operands) until done(state) or `length` iterations, per scene.
 
-    Forward mode only. iteration must leave a scene whose done(state) holds unchanged, and
-    read batched values only from `operands` (the batching rule must see them). Under vmap
-    each scene's answer is the same as alone (module docstring).
+    Forward mode only. iteration must leave a scene whose done(state) holds unchanged and
+    read batched values only from `operands`. Under vmap each answer is the same as alone.
     """
     traced = _Traced(iteration)
 
@@ -80,8 +67,7 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
 
         def working_set(carry):
             state, count = carry
-            # the first `width` unfinished scenes; empty slots point past the end: they read
-            # the last scene (clipped) and their results are dropped
+            # the first `width` unfinished scenes; empty slots read the last and are dropped
             (index,) = jnp.nonzero(running(state, count), size=width, fill_value=batch)
             sub = jax.tree.map(lambda x: jnp.take(x, index, axis=0, mode="clip"), state)
             sub_operands = jax.tree.map(
@@ -99,11 +85,9 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
 
 
 def where_needed(needed, fn, fallback, operands, branch=True):
-    """fn(operands) where `needed` holds, else `fallback`, evaluating fn only when some scene
-    needs it: under vmap a `lax.cond` would evaluate both branches for every scene, while the
-    batching rule here runs fn on the batch only if any scene needs it. With `branch=False` fn
-    is always evaluated and selected (`jnp.where`), which reverse mode can differentiate.
-    fn reads batched values only from `operands`."""
+    """fn(operands) where `needed` holds, else `fallback`; under vmap fn runs only if some
+    scene needs it (a `lax.cond` would run both branches). `branch=False`: always evaluated and
+    selected, which reverse mode can differentiate. fn reads batched values from `operands`."""
     if not branch:
         return _select(needed, fn(operands), fallback)
 
@@ -145,15 +129,13 @@ def _select(mask, new, old):
 
 
 class _Traced:
-    """A function traced once by the primal form of a `custom_vmap` and replayed from that
-    jaxpr by both forms (design note 38)."""
+    """fn traced once by a `custom_vmap`'s primal form (`trace`, which returns `replay`) and
+    replayed from that jaxpr by both forms (design note 38)."""
 
     def __init__(self, fn):
         self.fn = fn
-        self.closed = self.shapes = None
 
     def trace(self, *args):
-        """Trace fn at args (tracers of the primal form); returns `replay`."""
         self.closed, self.shapes = jax.make_jaxpr(self.fn, return_shape=True)(*args)
         return self.replay
 

@@ -1,16 +1,13 @@
-"""Newton's method on the step's potential Φ (DESIGN.md section 1, v2), with an exact line
-search. Each iteration takes
+"""Newton's method on the step's potential Φ (DESIGN.md section 1, v2) with an exact line search
+(SAP, Castro, Permenter, Han 2022, Sec. VI; it converges from any start where H is positive
+definite, SAP's Theorem 1). Each iteration takes
 
     d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)   (joint limits: their Gauss-Newton part, design note 57)
 
-(dense up to `tolerances.DENSE_MAX` unknowns, else preconditioned conjugate gradients to a
-relative residual of `tolerances.FORCING`), then minimizes φ(α) = Φ(u + α d) exactly from α = 1
-(SAP, Castro, Permenter, Han 2022, Sec. VI; with H positive definite it converges from any
-start, SAP's Theorem 1). Where a smooth potential makes H indefinite, the dense solve adds the
-modified Cholesky diagonal in the mass metric (`linalg.solve_convexified`) and conjugate
-gradients take a negative curvature as its magnitude, so d descends (per-element projection
-took 2-3x the iterations, design note 57). The line search uses φ's slopes only: they stay
-resolved where Φ's changes fall below the rounding of its large terms.
+then minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (they stay resolved where Φ's
+changes fall below its rounding). Where H is indefinite the dense solve adds the modified
+Cholesky diagonal (`linalg.solve_convexified`) and conjugate gradients take |pᵀHp|, so d
+descends (design note 57).
 """
 
 from __future__ import annotations
@@ -104,15 +101,10 @@ class Newton(base.Solver):
         return jnp.where(jnp.dot(g, d) < 0.0, d, -precond(g))
 
     def search(self, problem, u, d, slope, args):
-        """α minimizing φ(α) = Φ(u + α d) (module docstring), from α = 1; φ'(0) = `slope`.
-
-        A root of the increasing φ' kept in a bracket [lo, hi] (hi = ∞ until found, Newton's
-        step or a doubling stepping out meanwhile). Inside it: Newton's step where it lies in
-        the bracket, else the secant of φ' through its ends (regula falsi with the Illinois
-        rule), and a bisection wherever the bracket has not halved over the last two points
-        (Brent's safeguard). Newton's step or the secant lands next to a sharply bent φ' (a
-        contact coming into play, a slip through zero) where bisection needs ~20 halvings
-        (design note 57)."""
+        """α minimizing φ(α) = Φ(u + α d) from α = 1, φ'(0) = `slope`: the root of φ' in a
+        bracket [lo, hi] (hi = ∞ until found: step out), by Newton's step where inside, else
+        the Illinois secant, bisecting where the bracket has not halved in two points (Brent's
+        safeguard; sharply bent φ' need no ~20 halvings, design note 57)."""
         if self.line_search == 1:
             return jnp.ones_like(slope)
         enough = tolerances.LINE_TOL * jnp.abs(slope)
@@ -122,8 +114,7 @@ class Newton(base.Solver):
             s, c = problem.along(u, d, alpha, args)
             met = jnp.abs(s) <= enough
             below = s < 0.0
-            # φ' never decreases: a slope beyond its bracket end's on the same side is rounding
-            # noise (stiff terms in float32), and any point of the bracket is as good
+            # φ' never decreases: a slope beyond its bracket end's is rounding noise
             noise = jnp.where(below, s < raw[0], s > raw[1])
             raw = (jnp.where(below, s, raw[0]), jnp.where(below, raw[1], s))
             # Illinois: an end kept twice in a row has its slope halved for the secant
@@ -137,7 +128,7 @@ class Newton(base.Solver):
             secant = lo - s_lo * (hi - lo) / jnp.where(bracketed, s_hi - s_lo, 1.0)
             new = jnp.where(inside, newton, secant)
             new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + hi), new)
-            # no upper end yet: the minimum lies beyond α (φ' < 0 there), so step out
+            # no upper end yet: step out
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))
             keep = done | met | noise

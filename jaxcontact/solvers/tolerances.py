@@ -1,28 +1,25 @@
 """Every numerical constant of the solvers, each with the reason for its value."""
 
-# Residual tolerance max |M⁻¹ ∇Φ| (m/s) where a solver gives none: float64 for gradient checks
-# against central differences (~1e-9 relative); float32 moves a body < 1 µm per 2 ms step.
+# Residual tolerance (m/s) where a solver gives none: float64 for gradient checks against
+# central differences (~1e-9 relative); float32 moves a body < 1 µm per 2 ms step.
 TOL_FLOAT64 = 1e-10
 TOL_FLOAT32 = 3e-4
 
-# A residual within this many multiples of the rounding of M (u - ũ), eps (|u| + |ũ|) per DOF,
-# is converged (rounding alone puts ~1-10 there); it scales with velocities, not stiffnesses.
+# A residual within this many multiples of the rounding of M (u - ũ) is converged (rounding
+# alone puts ~1-10 there); it scales with the step's velocities, never with stiffnesses.
 ROUNDING_ULPS = 64.0
 
-# Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)|: three digits of the minimizer,
-# beyond which the next Newton step corrects more cheaply.
+# Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)|: three digits of the minimizer.
 LINE_TOL = 1e-3
 
-# ... or once its bracket is narrower than this fraction of its upper end (φ then misses its
-# minimum by ~1 %; ends searches where φ' is rounding noise, stiff joints in float32).
+# ... or once its bracket is this narrow relative to its upper end (φ then within ~1 % of its min).
 LINE_WIDTH = 0.1
 
-# Relative residual of Newton's conjugate-gradient directions (inexact Newton): each
-# iteration still gains three digits.
+# Relative residual of Newton's conjugate-gradient directions: each still gains three digits.
 FORCING = 1e-3
 
-# Up to this many unknowns (64 bodies) directions and implicit gradients factor the dense
-# Hessian; dense wins to 600 and beyond, the bound is for memory, n² per scene (design note 58).
+# Directions and implicit gradients factor the dense Hessian up to this many unknowns (64
+# bodies); dense wins beyond, the bound is for memory, n² per scene (design note 58).
 DENSE_MAX = 384
 
 # Conjugate-gradient caps per linear solve: rigid scenes, and scenes with solids or cloth (a
@@ -30,6 +27,5 @@ DENSE_MAX = 384
 KRYLOV_RIGID = 100
 KRYLOV_MESHES = 400
 
-# Implicit-gradient solves stop at this relative residual: gradients are compared with
-# central differences to 1e-6 and better.
+# Implicit-gradient solves stop at this relative residual: gradients are checked to 1e-6.
 ADJOINT_RTOL = 1e-12
