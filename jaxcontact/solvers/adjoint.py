@@ -39,7 +39,6 @@ class Implicit:
       rtol: relative residual at which the Krylov solve stops.
       early_exit: the Krylov loop as a while loop (not differentiable a second time).
     """
-
     mode: str = "reverse"
     linear: str = "auto"
     iterations: int | None = None

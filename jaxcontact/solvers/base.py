@@ -39,7 +39,6 @@ def finite(x):
 
 class Carry(NamedTuple):
     """The iterate and ∇Φ there (Descent's carry)."""
-
     u: jax.Array
     g: jax.Array
 
@@ -58,7 +57,6 @@ class Solver:
       adjoint: a `jc.Implicit(...)` or `jc.Unrolled()`, or the implicit linear solve "auto",
         "dense" or "krylov" (with `ad`); resolved as `solver.gradients`.
     """
-
     iterations: int = 50
     tol: float | None = None
     early_exit: bool = True
@@ -140,9 +138,8 @@ class Solver:
         u, r, tol = carry.u, self.residual(problem, carry, args), self.tolerance(carry.u, start)
         ok = ~bad & finite(r) & finite(u)
         done = ok & jnp.all(jnp.abs(r) <= tol)
-        result = jnp.where(done, Result.SUCCESS,
-                           jnp.where(ok, jnp.where(stuck, Result.STALLED, Result.MAX_ITERATIONS),
-                                     Result.NONFINITE))
+        result = jnp.select([done, ~ok, stuck], [Result.SUCCESS, Result.NONFINITE,
+                                                  Result.STALLED], Result.MAX_ITERATIONS)
         return u, {"residual": jnp.max(jnp.abs(r), initial=0.0), "iterations": used,
                    "converged": done, "result": result.astype(jnp.int32),
                    "tolerance": jnp.max(tol, initial=0.0)}

@@ -1,13 +1,8 @@
-"""Primal descent: block-Jacobi preconditioned gradient descent on Φ (thesis Algorithm 2).
-
-From the free-flight velocities ũ each iteration takes
-
-    u <- u - α P⁻¹ ∂Φ/∂u,     P = the block diagonal of ∇²Φ
-
-with one dense block per body (6 x 6) or particle (3 x 3) of the step's Hessian, friction's
-curvature reweighted (Eq. 136; `Problem.hessian`: Eq. 115-116, blockwise as §5.6 does for
-rigid bodies), rebuilt at every iterate, and a fixed step α. It is insensitive to mass ratios
-but slow for large stiffness ratios (thesis §5.3, Fig. 27 and 31).
+"""Primal descent: block-Jacobi preconditioned gradient descent on Φ (thesis Algorithm 2),
+from ũ: u <- u - α P⁻¹ ∂Φ/∂u, P the block diagonal (6 x 6 per body, 3 x 3 per particle) of
+the step's Hessian with friction's curvature reweighted (Eq. 115-116, 136; blockwise as §5.6),
+rebuilt at every iterate. Insensitive to mass ratios, slow for large stiffness ratios (thesis
+§5.3, Fig. 27 and 31).
 """
 
 from __future__ import annotations
@@ -36,7 +31,6 @@ class Descent(base.Solver):
         diagonal only, the per-DOF Jacobi preconditioner of Eq. 116 / Algorithm 2.
       tol, early_exit, ad, adjoint: see `solvers.base.Solver`.
     """
-
     iterations: int = 50
     alpha: float = 0.5
     preconditioner: str = "block"
@@ -51,8 +45,7 @@ class Descent(base.Solver):
         blocks = hessian.block_diagonal()
         if self.preconditioner == "diagonal":
             blocks = blocks.diagonal_only()
-        # each block made positive definite where it is not, in the mass metric: the step
-        # then descends
+        # each block made positive definite where it is not (in the mass metric): d descends
         sizes, metric = blocks.sizes, problem.mass(args).diagonal()
         solve = jax.vmap(lambda a, r, m: linalg.solve_convexified(a, r, m)[0])
         step = jnp.concatenate([solve(b, r, m).reshape(-1) for b, r, m in zip(

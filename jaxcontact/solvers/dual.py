@@ -1,18 +1,14 @@
 """Dual ascent on the compliant constraints: Jacobi XPBD (thesis Algorithm 3, Eq. 117-125).
 
-Every row j (`problem.RowBlock`) is a compliant constraint e_j + λ_j/s_j = 0 (Eq. 117, 120).
-From u = ũ and λ = 0 each iteration takes, for all rows at once (Jacobi),
+Every row j (`problem.RowBlock`) is a compliant constraint e_j + λ_j/s_j = 0 (Eq. 117, 120);
+from u = ũ, λ = 0 each iteration takes, for all rows at once (Jacobi; M̃ the split mass of
+Tonge et al., thesis §5.6: a block shared by c active rows counts with mass M/c),
 
     Δλ_j = -α (s_j e_j(u) + λ_j) / (s_j W_j + 1),      W_j = G_j M̃⁻¹ G_jᵀ   (Eq. 122-123)
     λ    <- Π(λ + Δλ)     by the row's kind: "unilateral" λ >= 0, "bilateral" free, "contact"
                           λ_n >= 0 and |λ_t| <= b̄, "cone" |λ_t| <= μ λ_n in the metric W + 1/s
-    u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   (the thesis's "fast projection"), or with
-            `update="exact"` u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j (Eq. 124: its fixed point is the primal
-            solution)
-
-M̃ is the split mass (Tonge et al., thesis §5.6): a block shared by c active rows counts with
-mass M/c. Slow for large mass ratios (thesis §5.3, Fig. 26 and 30), insensitive to stiffness
-ratios (Fig. 27).
+    u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   (fast projection), or with `update="exact"`
+            u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j (Eq. 124, whose fixed point is the primal solution)
 """
 
 from __future__ import annotations
@@ -33,7 +29,6 @@ UPDATES = ("incremental", "exact")
 
 class DualCarry(NamedTuple):
     """The iterate, ∇Φ there and the rows' multipliers (one array per `RowBlock`)."""
-
     u: jax.Array
     g: jax.Array
     lam: tuple
@@ -115,7 +110,8 @@ def _step(rb, lam, w, alpha):
 
 @dataclasses.dataclass(frozen=True)
 class Dual(base.Solver):
-    """Dual ascent (XPBD) solver (thesis Algorithm 3).
+    """Dual ascent (XPBD) solver (thesis Algorithm 3): slow for large mass ratios, insensitive
+    to stiffness ratios (thesis §5.3, Fig. 26, 27 and 30).
 
     Attributes:
       iterations: static number of Jacobi sweeps.
@@ -125,7 +121,6 @@ class Dual(base.Solver):
       mass_splitting: divide each block's mass among its active rows (Jacobi safety).
       tol, early_exit, ad, adjoint: see `solvers.base.Solver`.
     """
-
     iterations: int = 50
     alpha: float = 1.0
     update: str = "incremental"

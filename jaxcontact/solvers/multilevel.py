@@ -1,14 +1,9 @@
-"""A multilevel (aggregation multigrid) preconditioner of the step's block-sparse Hessian.
-
-Block-Jacobi barely touches smooth error spread over a mesh (a cloth's bending, a solid's long
-wavelengths), so Krylov iterations grow with the mesh. A coarse space of the rigid motions of
-groups of particles (`jaxcontact.aggregation`) captures it; its levels' matrices come from the
-Hessian itself (Galerkin: A_{l+1} = Pᵀ A_l P). One application is a V-cycle (Briggs, Henson &
-McCormick, A Multigrid Tutorial, ch. 3): on each level a damped block-Jacobi sweep, the
-residual restricted to the next level and its correction prolonged back, one more sweep; a
-dense LU on the coarsest level. It pays where it cuts the iterations by more than its two
-extra products with the Hessian (design note 31). Rigid bodies and particles in no mesh are
-left to the smoother; couplings the coarse pattern lacks are left out of the coarse matrices.
+"""A multilevel (aggregation multigrid) preconditioner of the step's block-sparse Hessian: the
+rigid motions of groups of mesh particles (`jaxcontact.aggregation`) as coarse spaces, the
+levels' matrices by Galerkin products A_{l+1} = Pᵀ A_l P, applied as a V-cycle (Briggs, Henson &
+McCormick, A Multigrid Tutorial, ch. 3) with damped block-Jacobi sweeps and a dense LU on the
+coarsest level. It pays where it cuts Krylov iterations by more than its two extra products
+with the Hessian (design note 31). Bodies and free particles are left to the smoother.
 """
 
 from __future__ import annotations
@@ -24,8 +19,8 @@ SMOOTHING = 0.7  # damping of the block-Jacobi sweeps
 
 
 def _sandwich(left, middle, right):
-    """leftᵀ middle right for batches of small matrices (broadcast leading axes), as sums of
-    broadcast products: XLA's CPU dot is 10x slower on millions of 3 x 6 products."""
+    """leftᵀ middle right for batches of small matrices, as sums of broadcast products (XLA's
+    CPU dot is 10x slower on millions of 3 x 6 products)."""
     inner = sum(left[..., i, :, None] * middle[..., i, None, :] for i in range(left.shape[-2]))
     return sum(inner[..., :, j, None] * right[..., j, None, :] for j in range(right.shape[-2]))
 
@@ -33,14 +28,13 @@ def _sandwich(left, middle, right):
 def _fine_coarse_matrix(jacobian, space):
     """Level 1's matrix Σ_e B_eᵀ A_e B_e + Σ_p B_pᵀ D_p B_p as (Q, 6, 6) pair blocks."""
     level, basis = space.structure.levels[0], space.basis[0]
-    dtype = basis.dtype
     particles = basis.shape[0]
-    padded = jnp.concatenate([basis, jnp.zeros((1, 3, MODES), dtype)])
+    padded = jnp.concatenate([basis, jnp.zeros((1, 3, MODES), basis.dtype)])
     node = jnp.concatenate([jnp.asarray(level.aggregate), jnp.array([level.count])])
     table = jnp.asarray(level.pair_of)
     own = _sandwich(basis, jacobian.diagonal.blocks[1], basis)
-    node_p = node[:particles]
-    values = jax.ops.segment_sum(own, table[node_p, node_p], num_segments=level.pairs + 1)
+    values = jax.ops.segment_sum(own, table[node[:particles], node[:particles]],
+                                 num_segments=level.pairs + 1)
     for local, ids, slots in zip(jacobian.local, jacobian.blocks, jacobian.slots):
         chosen = [(s, offset) for s, (group, offset, _) in enumerate(slots) if group == 1]
         if not chosen or local.shape[0] == 0:

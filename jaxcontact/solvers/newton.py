@@ -27,7 +27,6 @@ LINEAR_SOLVERS = ("auto", "dense", "cg")
 
 class NewtonCarry(NamedTuple):
     """The iterate, ∇Φ there, and the last direction taken (inf before the first)."""
-
     u: jax.Array
     g: jax.Array
     d: jax.Array
@@ -40,17 +39,15 @@ class Newton(base.Solver):
     Attributes:
       iterations: static cap of Newton iterations (most steps take 1-4).
       line_search: most evaluations of φ' per line search (1 = always the full step).
-      linear: how each direction is solved: "dense" (elimination of the assembled Hessian),
-        "cg" (preconditioned conjugate gradients on the block-sparse Hessian, inexact Newton)
-        or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
+      linear: "dense" (elimination), "cg" (preconditioned conjugate gradients, inexact
+        Newton) or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
       krylov_iterations: most conjugate-gradient iterations per direction. None (default):
         `tolerances.KRYLOV_RIGID`, or `KRYLOV_MESHES` in scenes with solids or cloth.
-      preconditioner: of the conjugate gradients. "auto" (default): "multilevel" in scenes
-        with a cloth of at least `aggregation.MIN_PARTICLES` particles, else "block_jacobi".
-        "multilevel": a V-cycle over aggregates of mesh particles (`solvers.multilevel`).
+      preconditioner: of the conjugate gradients: "block_jacobi", "multilevel" (scenes with
+        meshes) or "auto" (default: "multilevel" from `aggregation.MIN_PARTICLES` cloth
+        particles).
       tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
     """
-
     iterations: int = 50
     line_search: int = 16
     linear: str = "auto"
