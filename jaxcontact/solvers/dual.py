@@ -76,22 +76,15 @@ def split_counts(rows, lam, mass: BlockDiagonal):
     return [jnp.maximum(c, 1.0) for c in counts]
 
 
-def effective_mass(rb, inverse_blocks):
-    """W_j = Σ_slots G_j,slot M̃⁻¹_slot G_j,slotᵀ per row (E, r) of one block of rows."""
-    jac = rb.flat_jac()
-    total = jnp.zeros(jac.shape[:2], jac.dtype)
-    for s, (group, offset, size) in enumerate(rb.slots):
-        inv = inverse_blocks[group]
-        padded = jnp.concatenate([inv, jnp.zeros((1,) + inv.shape[1:], inv.dtype)])
-        ids = jnp.where(rb.blocks[:, s] < 0, inv.shape[0], rb.blocks[:, s])
-        g = jac[:, :, offset:offset + size]
-        total = total + jnp.einsum("erm,emn,ern->er", g, padded[ids], g)
-    return total
-
-
-def _step(rb, lam, w, alpha):
-    """One block of rows' multipliers after a Jacobi step, projected by its kind."""
-    s = rb.stiffness
+def _step(rb, lam, inverse, alpha):
+    """One block of rows' multipliers after a Jacobi step, projected by its kind; `inverse`:
+    the blocks of M̃⁻¹ by group."""
+    jac, w, s = rb.flat_jac(), 0.0, rb.stiffness
+    for slot, (group, offset, size) in enumerate(rb.slots):  # W_j = Σ_slots G_j M̃⁻¹ G_jᵀ
+        ids = jnp.where(rb.blocks[:, slot] < 0, inverse[group].shape[0], rb.blocks[:, slot])
+        g, m = jac[:, :, offset:offset + size], jnp.take(inverse[group], ids, axis=0,
+                                                         mode="fill", fill_value=0.0)
+        w = w + jnp.einsum("erm,emn,ern->er", g, m, g)
     if rb.kind in ("contact", "cone"):
         # both tangential rows take the larger effective mass: the cone is round in the metric
         w = w.reshape(lam.shape)
@@ -150,8 +143,7 @@ class Dual(base.Solver):
         rows = problem.rows(u, args)
         split = mass.divided(split_counts(rows, lam, mass)) if self.mass_splitting else mass
         inverse = split.inverse().blocks
-        new = tuple(_step(rb, l, effective_mass(rb, inverse), self.alpha)
-                    for rb, l in zip(rows, lam))
+        new = tuple(_step(rb, l, inverse, self.alpha) for rb, l in zip(rows, lam))
         exact = self.update == "exact"
         impulse = sum(rb.transpose_apply(a if exact else a - b, u.shape[0])
                       for rb, a, b in zip(rows, new, lam))

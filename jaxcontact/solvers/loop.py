@@ -57,9 +57,6 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
         def running(state, count):
             return ~jax.vmap(done)(state) & (count < length)
 
-        def cond(carry):
-            return jnp.any(running(*carry))
-
         def whole(carry):
             state, count = carry
             active = running(state, count)
@@ -77,8 +74,9 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
             state = jax.tree.map(lambda x, y: x.at[index].set(y, mode="drop"), state, new)
             return state, count.at[index].add(1, mode="drop")
 
-        body = whole if width == batch else working_set
-        final, _ = jax.lax.while_loop(cond, body, (state, jnp.zeros((batch,), jnp.int32)))
+        final, _ = jax.lax.while_loop(lambda c: jnp.any(running(*c)),
+                                      whole if width == batch else working_set,
+                                      (state, jnp.zeros((batch,), jnp.int32)))
         return final, jax.tree.map(lambda _: True, init)
 
     return run(init, operands)

@@ -25,10 +25,11 @@ def _sandwich(left, middle, right):
     return sum(inner[..., :, j, None] * right[..., j, None, :] for j in range(right.shape[-2]))
 
 
-def _fine_coarse_matrix(jacobian, space):
-    """Level 1's matrix Σ_e B_eᵀ A_e B_e + Σ_p B_pᵀ D_p B_p as (Q, 6, 6) pair blocks."""
-    level, basis = space.structure.levels[0], space.basis[0]
-    particles = basis.shape[0]
+def galerkin(jacobian, space) -> list:
+    """Every level's matrix Pᵀ A P as (Q, 6, 6) blocks of its node pairs (`Level.rows`,
+    `Level.cols`), level 1 first: Σ_e B_eᵀ A_e B_e + Σ_p B_pᵀ D_p B_p over the particles."""
+    levels, basis = space.structure.levels, space.basis[0]
+    level, particles = levels[0], basis.shape[0]
     padded = jnp.concatenate([basis, jnp.zeros((1, 3, MODES), basis.dtype)])
     node = jnp.concatenate([jnp.asarray(level.aggregate), jnp.array([level.count])])
     table = jnp.asarray(level.pair_of)
@@ -44,25 +45,11 @@ def _fine_coarse_matrix(jacobian, space):
         sub = local[:, rows][:, :, rows].reshape(-1, count, 3, count, 3).transpose(0, 1, 3, 2, 4)
         particle = ids[:, np.array([s for s, _ in chosen])]
         particle = jnp.where(particle < 0, particles, particle)
-        b = padded[particle]
-        blocks = _sandwich(b[:, :, None], sub, b[:, None])
-        pair = table[node[particle][:, :, None], node[particle][:, None, :]]
-        values = values + jax.ops.segment_sum(blocks.reshape(-1, MODES, MODES),
-                                              pair.reshape(-1), num_segments=level.pairs + 1)
-    return values[:level.pairs]
-
-
-def _pair_matvec(values, level, x):
-    """y = A x for a level's pair blocks and x (count, 6)."""
-    return jax.ops.segment_sum(jnp.einsum("qij,qj->qi", values, x[level.cols]),
-                               jnp.asarray(level.rows), num_segments=level.count)
-
-
-def galerkin(jacobian, space) -> list:
-    """Every level's matrix Pᵀ A P as (Q, 6, 6) blocks of its node pairs (`Level.rows`,
-    `Level.cols`), level 1 first."""
-    levels = space.structure.levels
-    matrices = [_fine_coarse_matrix(jacobian, space)]
+        b, at = padded[particle], node[particle]
+        pair = table[at[:, :, None], at[:, None, :]]
+        values = values + jax.ops.segment_sum(_sandwich(b[:, :, None], sub, b[:, None]).reshape(
+            -1, MODES, MODES), pair.reshape(-1), num_segments=level.pairs + 1)
+    matrices = [values[:level.pairs]]
     for depth in range(1, len(levels)):
         finer, q = levels[depth - 1], space.basis[depth]
         product = _sandwich(q[finer.rows], matrices[-1], q[finer.cols])
@@ -96,7 +83,8 @@ def preconditioner(jacobian, space):
             matvec, inverse = jacobian.matvec, fine_inverse
         else:
             level, a, inv = levels[depth - 1], matrices[depth - 1], smoothers[depth - 1]
-            matvec = lambda x: _pair_matvec(a, level, x)  # noqa: E731
+            matvec = lambda x: jax.ops.segment_sum(  # noqa: E731 (A x over the pair blocks)
+                jnp.einsum("qij,qj->qi", a, x[level.cols]), level.rows, num_segments=level.count)
             inverse = lambda v: jnp.einsum("nij,nj->ni", inv, v)  # noqa: E731
         x = SMOOTHING * inverse(r)
         residual = r - matvec(x)
