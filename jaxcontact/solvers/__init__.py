@@ -1,5 +1,4 @@
-"""Solvers of the implicit step, `Newton`, `Descent` (primal) and `Dual` (XPBD), each a
-`base.Solver`, and how gradients flow through them (`Implicit`, `Unrolled`)."""
+"""The step's solvers (`Newton`, `Descent`, `Dual`) and their gradients (`Implicit`, `Unrolled`)."""
 
 from jaxcontact.solvers.adjoint import Implicit, Unrolled
 from jaxcontact.solvers.base import Solver

@@ -4,8 +4,8 @@ solver carries and `step` calls. For the minimizer u*(θ) of Φ(u; θ), H = ∇�
     reverse:  H λ = ū,   θ̄ = -(∂∇Φ/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
     forward:  H u̇ = -(∂∇Φ/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
 
-θ includes the contact rows linearized at the start of the step, so gradients are exact for the
-simulated map. `problem` holds global functions (arrays closed over would be invisible).
+θ holds the contact rows linearized at the start of the step (exact gradients of the simulated
+map). `problem` holds global functions: arrays closed over would be invisible to the rules.
 """
 
 from __future__ import annotations
@@ -29,12 +29,9 @@ class Implicit:
     """Implicit gradients of each solve (the default).
 
     Attributes:
-      mode: "reverse" (a `custom_vjp`) or "forward" (a `custom_jvp`, for `jax.jacfwd`; reverse
-        mode works by transposition).
-      linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns, else Krylov), "dense",
-        "krylov" (preconditioned conjugate gradients, no n x n matrix).
-      iterations: most conjugate-gradient iterations of a Krylov solve; None (default): as
-        `Newton.krylov_iterations`.
+      mode: "reverse" (`custom_vjp`) or "forward" (`custom_jvp`: `jax.jacfwd`; reverse too).
+      linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns), "dense" or "krylov".
+      iterations: Krylov iteration cap; None (default): as `Newton.krylov_iterations`.
       preconditioner: of the Krylov solve, as `Newton.preconditioner`.
       rtol: relative residual at which the Krylov solve stops.
       early_exit: the Krylov loop as a while loop (not differentiable a second time).

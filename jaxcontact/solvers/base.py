@@ -1,10 +1,9 @@
 """What every solver shares: settings and their validation, the loop driver, the report.
 
 A solver supplies `start` (its first carry, a NamedTuple with the iterate `u` and ∇Φ there `g`)
-and `iteration`; `solve` runs them in one bounded loop, freezing a scene once it has converged,
-stopped moving or gone non-finite. Converged: the residual r, an estimate of u - u* (Newton's
-step, or M⁻¹ ∇Φ which bounds it where H >= M; design note 57), is within
-max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|)) per degree of freedom (m/s, rad/s).
+and `iteration`; `solve` runs them in one bounded loop, freezing a scene once it has converged
+(its residual, an estimate of u - u*, within max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|))
+per DOF, m/s or rad/s; design note 57), stopped moving or gone non-finite.
 """
 
 from __future__ import annotations
@@ -45,15 +44,14 @@ class Carry(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Solver:
-    """Settings every solver has.
+    """Settings every solver has (`Newton`, `Descent` and `Dual` add their own).
 
     Attributes:
       iterations: static iteration cap.
       tol: residual tolerance (m/s); None: `default_tol` (module docstring).
       early_exit: loops stop once every scene of a batch has converged (bounded while loops;
         default) instead of running as fixed-length scans. Answers are the same either way.
-      ad: "vjp" (implicit reverse mode), "jvp" (implicit forward mode) or "unrolled"
-        (differentiate every iteration: for testing).
+      ad: "vjp" / "jvp" (implicit reverse / forward mode) or "unrolled" (for testing).
       adjoint: a `jc.Implicit(...)` or `jc.Unrolled()`, or the implicit linear solve "auto",
         "dense" or "krylov" (with `ad`); resolved as `solver.gradients`.
     """

@@ -1,8 +1,7 @@
-"""Primal descent: block-Jacobi preconditioned gradient descent on Φ (thesis Algorithm 2),
-from ũ: u <- u - α P⁻¹ ∂Φ/∂u, P the block diagonal (6 x 6 per body, 3 x 3 per particle) of
-the step's Hessian with friction's curvature reweighted (Eq. 115-116, 136; blockwise as §5.6),
-rebuilt at every iterate. Insensitive to mass ratios, slow for large stiffness ratios (thesis
-§5.3, Fig. 27 and 31).
+"""Primal descent: block-Jacobi preconditioned gradient descent on Φ (thesis Algorithm 2) from
+ũ: u <- u - α P⁻¹ ∂Φ/∂u, P the block diagonal (per body or particle) of the step's Hessian with
+friction's curvature reweighted (Eq. 115-116, 136; blockwise as §5.6), rebuilt every iterate.
+Insensitive to mass ratios, slow for large stiffness ratios (thesis §5.3, Fig. 27 and 31).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ class Descent(base.Solver):
       alpha: fixed step length α in (0, 1] (thesis §5.6: 0.5 "sufficient ... for all cases").
       preconditioner: "block" (default): each block's full Hessian block; "diagonal": its
         diagonal only, the per-DOF Jacobi preconditioner of Eq. 116 / Algorithm 2.
-      tol, early_exit, ad, adjoint: see `solvers.base.Solver`.
     """
     iterations: int = 50
     alpha: float = 0.5
@@ -43,8 +41,7 @@ class Descent(base.Solver):
     def iteration(self, problem, carry, args):
         g, hessian = problem.hessian(carry.u, args, exact=False)
         blocks = hessian.block_diagonal()
-        if self.preconditioner == "diagonal":
-            blocks = blocks.diagonal_only()
+        blocks = blocks.diagonal_only() if self.preconditioner == "diagonal" else blocks
         # each block made positive definite where it is not (in the mass metric): d descends
         sizes, metric = blocks.sizes, problem.mass(args).diagonal()
         solve = jax.vmap(lambda a, r, m: linalg.solve_convexified(a, r, m)[0])

@@ -69,16 +69,14 @@ def split_counts(rows, lam, mass: BlockDiagonal):
         else:
             act = rb.stiffness > 0.0
         per_element = jnp.sum(act.astype(counts[0].dtype), axis=1)
-        for s, (group, _, _) in enumerate(rb.slots):
-            count = counts[group].shape[0]
-            target = jnp.where(rb.blocks[:, s] < 0, count, rb.blocks[:, s])
-            counts[group] += jax.ops.segment_sum(per_element, target, count + 1)[:count]
+        for s, (group, _, _) in enumerate(rb.slots):  # (the world, -1, is dropped)
+            counts[group] += jax.ops.segment_sum(per_element, rb.blocks[:, s],
+                                                 counts[group].shape[0])
     return [jnp.maximum(c, 1.0) for c in counts]
 
 
 def _step(rb, lam, inverse, alpha):
-    """One block of rows' multipliers after a Jacobi step, projected by its kind; `inverse`:
-    the blocks of M̃⁻¹ by group."""
+    """One block of rows' multipliers after a Jacobi step (`inverse`: M̃⁻¹'s blocks), projected."""
     jac, w, s = rb.flat_jac(), 0.0, rb.stiffness
     for slot, (group, offset, size) in enumerate(rb.slots):  # W_j = Σ_slots G_j M̃⁻¹ G_jᵀ
         ids = jnp.where(rb.blocks[:, slot] < 0, inverse[group].shape[0], rb.blocks[:, slot])
@@ -112,7 +110,6 @@ class Dual(base.Solver):
       update: "incremental" (default: XPBD's; stays finite where "exact" diverges, e.g. a
         1e4:1 pendulum) or "exact" (converges to the primal solution; module docstring).
       mass_splitting: divide each block's mass among its active rows (Jacobi safety).
-      tol, early_exit, ad, adjoint: see `solvers.base.Solver`.
     """
     iterations: int = 50
     alpha: float = 1.0
@@ -139,8 +136,7 @@ class Dual(base.Solver):
 
     def iteration(self, problem, carry, args):
         u, _, lam = carry
-        mass = problem.mass(args)
-        rows = problem.rows(u, args)
+        mass, rows = problem.mass(args), problem.rows(u, args)
         split = mass.divided(split_counts(rows, lam, mass)) if self.mass_splitting else mass
         inverse = split.inverse().blocks
         new = tuple(_step(rb, l, inverse, self.alpha) for rb, l in zip(rows, lam))

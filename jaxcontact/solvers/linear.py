@@ -40,9 +40,8 @@ def preconditioner(hessian, kind="auto"):
 
 def cg(matvec, precond, b, iterations, rtol=1e-10, early_exit=False, absolute=False):
     """x ≈ A⁻¹ b by preconditioned conjugate gradients (precond applies P ≈ A⁻¹), at most
-    `iterations` (`loop.iterate`), each scene frozen once its residual is below rtol |b|. At a
-    non-positive curvature pᵀAp it stops, or with `absolute` takes |pᵀAp| (Newton's indefinite
-    Hessians, as `linalg.solve_convexified` does densely); every division is guarded."""
+    `iterations`, frozen once the residual is below rtol |b|. At a curvature pᵀAp <= 0 it stops,
+    or with `absolute` takes |pᵀAp| (as `linalg.solve_convexified` does densely)."""
     z = precond(b)
     stop_at = (rtol * jnp.linalg.norm(b)) ** 2
 

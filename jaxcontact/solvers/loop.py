@@ -1,8 +1,7 @@
-"""The bounded loops of the solvers and their Krylov solves: `iterate` (a scan, or with
-`early_exit` a while loop for forward mode), `until_done` (the solvers' early-exit loop, whose
-batching rule iterates working sets of the unfinished scenes on CPU: box_drop at B = 1024 7x
-faster; design notes 18 and 53), and `where_needed` (a branch evaluated only when some scene of
-a batch needs it). The last two trace their function once (`_Traced`; design note 38).
+"""The bounded loops of the solvers: `iterate` (a scan, or a while loop for forward mode),
+`until_done` (the solvers' early-exit loop, whose batching rule iterates working sets of the
+unfinished scenes on CPU: box_drop at B = 1024 7x faster; design notes 18 and 53) and
+`where_needed` (a branch run only if some scene needs it), tracing once (design note 38).
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import jax
 import jax.extend
 import jax.numpy as jnp
 
-# the working set of `until_done` under vmap on CPU: at most this many scenes and unknowns in all
-# (wider and narrower sets were slower; design note 53)
+# `until_done`'s working set on CPU: at most this many scenes and unknowns (design note 53)
 _WORKING_WIDTH_CPU = 16
 _WORKING_DOFS_CPU = 192
 
@@ -34,11 +32,9 @@ def working_width(batch: int, unknowns: int | None = None) -> int:
 
 
 def until_done(iteration, init, operands, length, done, unknowns=None):
-    """state = iteration(state, operands) until done(state) or `length` iterations, per scene.
-
-    Forward mode only. iteration must leave a scene whose done(state) holds unchanged and
-    read batched values only from `operands`. Under vmap each answer is the same as alone.
-    """
+    """state = iteration(state, operands) until done(state) or `length` iterations, per scene
+    (forward mode only; each answer as alone). iteration must leave a done scene unchanged and
+    read batched values only from `operands`."""
     traced = _Traced(iteration)
 
     @jax.custom_batching.custom_vmap
@@ -66,11 +62,8 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
             state, count = carry
             # the first `width` unfinished scenes; empty slots read the last and are dropped
             (index,) = jnp.nonzero(running(state, count), size=width, fill_value=batch)
-            sub = jax.tree.map(lambda x: jnp.take(x, index, axis=0, mode="clip"), state)
-            sub_operands = jax.tree.map(
-                lambda x, b: jnp.take(x, index, axis=0, mode="clip") if b else x,
-                operands, operands_batched)
-            new = step(sub, sub_operands)
+            take = lambda x, b=True: jnp.take(x, index, axis=0, mode="clip") if b else x  # noqa
+            new = step(jax.tree.map(take, state), jax.tree.map(take, operands, operands_batched))
             state = jax.tree.map(lambda x, y: x.at[index].set(y, mode="drop"), state, new)
             return state, count.at[index].add(1, mode="drop")
 
@@ -104,8 +97,8 @@ def where_needed(needed, fn, fallback, operands, branch=True):
         axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
 
         def compute():
-            out = jax.vmap(traced.replay, in_axes=(axes,), axis_size=batch)(operands)
-            return _select(needed, out, fallback)
+            return _select(needed, jax.vmap(traced.replay, in_axes=(axes,), axis_size=batch)(
+                operands), fallback)
 
         out = jax.lax.cond(jnp.any(needed), compute, lambda: fallback)
         return out, jax.tree.map(lambda _: True, out)
@@ -127,8 +120,7 @@ def _select(mask, new, old):
 
 
 class _Traced:
-    """fn traced once by a `custom_vmap`'s primal form (`trace`, which returns `replay`) and
-    replayed from that jaxpr by both forms (design note 38)."""
+    """fn traced once by a `custom_vmap`'s primal form, replayed from the jaxpr (design note 38)."""
 
     def __init__(self, fn):
         self.fn = fn

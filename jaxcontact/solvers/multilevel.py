@@ -1,9 +1,7 @@
-"""A multilevel (aggregation multigrid) preconditioner of the step's block-sparse Hessian: the
-rigid motions of groups of mesh particles (`jaxcontact.aggregation`) as coarse spaces, the
-levels' matrices by Galerkin products A_{l+1} = Pᵀ A_l P, applied as a V-cycle (Briggs, Henson &
-McCormick, A Multigrid Tutorial, ch. 3) with damped block-Jacobi sweeps and a dense LU on the
-coarsest level. It pays where it cuts Krylov iterations by more than its two extra products
-with the Hessian (design note 31). Bodies and free particles are left to the smoother.
+"""A multilevel (aggregation multigrid) preconditioner of the step's block-sparse Hessian: rigid
+motions of groups of mesh particles (`jaxcontact.aggregation`) as coarse spaces, Galerkin
+matrices A_{l+1} = Pᵀ A_l P, one V-cycle (Briggs, Henson & McCormick, A Multigrid Tutorial,
+ch. 3) of damped block-Jacobi sweeps and a dense LU on the coarsest level (design note 31).
 """
 
 from __future__ import annotations
@@ -90,16 +88,13 @@ def preconditioner(jacobian, space):
         residual = r - matvec(x)
         if depth == 0:
             residual = residual[bodies:].reshape(-1, 3)
-        # restricted to level depth + 1, corrected there, prolonged back (a node `count`:
-        # a particle in no aggregate, dropped)
+        # restricted to level depth + 1 (node `count`: in no aggregate), corrected, prolonged
         coarse = jax.ops.segment_sum(jnp.einsum("nim,ni->nm", q, residual), node,
-                                     num_segments=levels[depth].count + 1)[:-1]
-        y = cycle(depth + 1, coarse)
-        y = jnp.concatenate([y, jnp.zeros((1, MODES), y.dtype)])
-        correction = jnp.einsum("nim,nm->ni", q, y[node])
+                                     num_segments=levels[depth].count)
+        y = jnp.take(cycle(depth + 1, coarse), node, axis=0, mode="fill", fill_value=0.0)
+        correction = jnp.einsum("nim,nm->ni", q, y)
         if depth == 0:
-            correction = jnp.concatenate([jnp.zeros((bodies,), y.dtype),
-                                          correction.reshape(-1)])
+            correction = jnp.concatenate([jnp.zeros((bodies,), y.dtype), correction.reshape(-1)])
         x = x + correction
         return x + SMOOTHING * inverse(r - matvec(x))
 

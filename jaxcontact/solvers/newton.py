@@ -1,13 +1,9 @@
-"""Newton's method on the step's potential Φ (DESIGN.md section 1, v2) with an exact line search
-(SAP, Castro, Permenter, Han 2022, Sec. VI; it converges from any start where H is positive
-definite, SAP's Theorem 1). Each iteration takes
-
-    d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)   (joint limits: their Gauss-Newton part, design note 57)
-
-then minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (they stay resolved where Φ's
-changes fall below its rounding). Where H is indefinite the dense solve adds the modified
-Cholesky diagonal (`linalg.solve_convexified`) and conjugate gradients take |pᵀHp|, so d
-descends (design note 57).
+"""Newton's method on the step's potential Φ with an exact line search (SAP, Castro, Permenter,
+Han 2022, Sec. VI; Theorem 1: it converges from any start where H is positive definite): each
+iteration takes d = -H⁻¹ ∇Φ(u), H = ∇²Φ(u) (joint limits: their Gauss-Newton part), then
+minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (resolved where Φ's changes are
+not). Where H is indefinite the dense solve adds the modified Cholesky diagonal
+(`linalg.solve_convexified`) and conjugate gradients take |pᵀHp|, so d descends (design note 57).
 """
 
 from __future__ import annotations
@@ -41,12 +37,10 @@ class Newton(base.Solver):
       line_search: most evaluations of φ' per line search (1 = always the full step).
       linear: "dense" (elimination), "cg" (preconditioned conjugate gradients, inexact
         Newton) or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
-      krylov_iterations: most conjugate-gradient iterations per direction. None (default):
+      krylov_iterations: conjugate-gradient cap per direction; None (default):
         `tolerances.KRYLOV_RIGID`, or `KRYLOV_MESHES` in scenes with solids or cloth.
-      preconditioner: of the conjugate gradients: "block_jacobi", "multilevel" (scenes with
-        meshes) or "auto" (default: "multilevel" from `aggregation.MIN_PARTICLES` cloth
-        particles).
-      tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
+      preconditioner: "block_jacobi", "multilevel" (scenes with meshes) or "auto" (default:
+        multilevel from `aggregation.MIN_PARTICLES` cloth particles).
     """
     iterations: int = 50
     line_search: int = 16
@@ -98,10 +92,9 @@ class Newton(base.Solver):
         return jnp.where(jnp.dot(g, d) < 0.0, d, -precond(g))
 
     def search(self, problem, u, d, slope, args):
-        """α minimizing φ(α) = Φ(u + α d) from α = 1, φ'(0) = `slope`: the root of φ' in a
-        bracket [lo, hi] (hi = ∞ until found: step out), by Newton's step where inside, else
-        the Illinois secant, bisecting where the bracket has not halved in two points (Brent's
-        safeguard; sharply bent φ' need no ~20 halvings, design note 57)."""
+        """α minimizing φ(α) = Φ(u + α d) from α = 1, φ'(0) = `slope`: φ'(α) = 0 in a bracket
+        (stepping out until found) by Newton's step where inside, else the Illinois secant, and
+        bisection where the bracket has not halved in two points (Brent's; design note 57)."""
         if self.line_search == 1:
             return jnp.ones_like(slope)
         enough = tolerances.LINE_TOL * jnp.abs(slope)

@@ -1,29 +1,25 @@
 """Every numerical constant of the solvers, each with the reason for its value."""
 
-# Residual tolerance (m/s) where a solver gives none: float64 for gradient checks against
+# Residual tolerances (m/s) where a solver gives none: float64 for gradient checks against
 # central differences (~1e-9 relative); float32 moves a body < 1 µm per 2 ms step.
 TOL_FLOAT64 = 1e-10
 TOL_FLOAT32 = 3e-4
 
-# A residual within this many multiples of the rounding of M (u - ũ) is converged (rounding
-# alone puts ~1-10 there); it scales with the step's velocities, never with stiffnesses.
+# Converged within this many multiples of the rounding of M (u - ũ) (rounding alone: ~1-10).
 ROUNDING_ULPS = 64.0
 
 # Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)|: three digits of the minimizer.
 LINE_TOL = 1e-3
-
 # ... or once its bracket is this narrow relative to its upper end (φ then within ~1 % of its min).
 LINE_WIDTH = 0.1
 
 # Relative residual of Newton's conjugate-gradient directions: each still gains three digits.
 FORCING = 1e-3
 
-# Directions and implicit gradients factor the dense Hessian up to this many unknowns (64
-# bodies); dense wins beyond, the bound is for memory, n² per scene (design note 58).
+# Dense Hessians up to this many unknowns (64 bodies): faster, bounded by memory (design note 58).
 DENSE_MAX = 384
 
-# Conjugate-gradient caps per linear solve: rigid scenes, and scenes with solids or cloth (a
-# ball on a 16 x 16 cloth needs about 200 with block-Jacobi).
+# Conjugate-gradient caps: rigid scenes; solids or cloth (a ball on a 16 x 16 cloth needs ~200).
 KRYLOV_RIGID = 100
 KRYLOV_MESHES = 400
 
