@@ -1,10 +1,4 @@
-"""Solvers of the implicit step: `Newton`, `Descent` (primal) and `Dual` (XPBD), and how
-gradients flow through them (`Implicit`, `Unrolled`).
-
-Every solver is a `base.Solver`: static settings, `solve(problem, u0, args) -> (u, stats)`
-over a `jaxcontact.problem.Problem`, driven by one loop; its `gradients` (an adjoint object)
-say how `step` differentiates the solve.
-"""
+"""The step's solvers (`Newton`, `Descent`, `Dual`) and their gradients (`Implicit`, `Unrolled`)."""
 
 from jaxcontact.solvers.adjoint import Implicit, Unrolled
 from jaxcontact.solvers.base import Solver

@@ -1,35 +1,23 @@
-"""How gradients flow through a solve: implicit differentiation (the only gradient rules of the
-library) or unrolling, as objects a solver carries and `step` calls.
-
-For the minimizer u*(θ) of Φ(u; θ), where ∇Φ(u*; θ) = 0 (`Problem.gradient`), with
-H = ∇²Φ at u* (symmetric):
+"""How gradients flow through a solve: implicit differentiation or unrolling, as objects a
+solver carries and `step` calls. For the minimizer u*(θ) of Φ(u; θ), H = ∇²Φ(u*):
 
     reverse:  H λ = ū,   θ̄ = -(∂∇Φ/∂θ)ᵀ λ          (`custom_vjp`, Implicit(mode="reverse"))
     forward:  H u̇ = -(∂∇Φ/∂θ) θ̇                      (`custom_jvp`, Implicit(mode="forward"))
 
-H is the exact Hessian of the step assembled block-sparse (`Problem.hessian`):
-factored densely for small systems, or solved by conjugate gradients on its products with a
-block-Jacobi or multilevel preconditioner for large ones (`linear`: "auto" picks by size). θ
-includes the contact rows linearized at the start of the step, themselves functions of the
-state, so gradients are exact for the simulated map. The forward rule solves through
-`lax.custom_linear_solve`, which JAX can transpose, so `jax.grad` works in forward mode too.
-Solvers never see these rules: `solve` runs the solver on stop-gradient inputs and attaches
-the rule to its answer, whose primal is the identity on u*. The memory kept per solve is u*
-and θ, whatever the iteration count. `Unrolled` instead differentiates through every
-iteration (for testing). `problem` holds global functions: arrays closed over by them would
-be invisible to the rules.
+θ holds the contact rows linearized at the start of the step (exact gradients of the simulated
+map). `problem` holds global functions: arrays closed over would be invisible to the rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
+from jaxcontact import validate as check
 from jaxcontact.solvers import linear, tolerances
 
 AD_MODES = ("vjp", "jvp", "unrolled")
@@ -41,20 +29,13 @@ class Implicit:
     """Implicit gradients of each solve (the default).
 
     Attributes:
-      mode: "reverse" (a `custom_vjp`: one transposed solve per step) or "forward" (a
-        `custom_jvp` for `jax.jvp` / `jax.jacfwd`, e.g. Gauss-Newton; reverse mode works by
-        transposition).
-      linear: "auto" (dense up to `linear.DENSE_MAX` unknowns, else Krylov), "dense",
-        "krylov" (preconditioned conjugate gradients, no n x n matrix).
-      iterations: most conjugate-gradient iterations of a Krylov solve. None (default): 100, or 400
-        in scenes with solids or cloth (as `Newton.krylov_iterations`).
-      preconditioner: of the Krylov solve, as `Newton.preconditioner` ("auto", default:
-        multilevel in scenes with a large cloth, else block-Jacobi).
+      mode: "reverse" (`custom_vjp`) or "forward" (`custom_jvp`: `jax.jacfwd`; reverse too).
+      linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns), "dense" or "krylov".
+      iterations: Krylov iteration cap; None (default): as `Newton.krylov_iterations`.
+      preconditioner: of the Krylov solve, as `Newton.preconditioner`.
       rtol: relative residual at which the Krylov solve stops.
-      early_exit: stop the Krylov loop at rtol (a while loop) instead of running all
-        `iterations` masked; reverse mode then cannot differentiate it a second time.
+      early_exit: the Krylov loop as a while loop (not differentiable a second time).
     """
-
     mode: str = "reverse"
     linear: str = "auto"
     iterations: int | None = None
@@ -63,19 +44,12 @@ class Implicit:
     early_exit: bool = False
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.linear not in linear.METHODS:
-            raise ValueError(f"linear must be one of {linear.METHODS}, got {self.linear!r}")
-        if self.preconditioner not in linear.PRECONDITIONERS:
-            raise ValueError(f"preconditioner must be one of {linear.PRECONDITIONERS}, "
-                             f"got {self.preconditioner!r}")
-        if self.iterations is not None and (
-                isinstance(self.iterations, bool)
-                or not isinstance(self.iterations, numbers.Integral) or self.iterations < 1):
-            raise ValueError(f"iterations must be an int >= 1, got {self.iterations!r}")
-        if not isinstance(self.early_exit, bool):
-            raise ValueError(f"early_exit must be a bool, got {self.early_exit!r}")
+        check.choice("mode", self.mode, MODES)
+        check.choice("linear", self.linear, linear.METHODS)
+        check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
+        if self.iterations is not None:
+            check.integer("iterations", self.iterations, low=1)
+        check.boolean("early_exit", self.early_exit)
 
     def solve(self, solver, problem, u0, args):
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
@@ -85,23 +59,16 @@ class Implicit:
                                          else tolerances.KRYLOV_RIGID)
         settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
                                        or solver.loops_exit_early)
-        return solution(problem, u, args, settings), stats
+        rule = _reverse if self.mode == "reverse" else _forward
+        return rule(problem, jax.lax.stop_gradient(u), args, settings), stats
 
 
 @dataclasses.dataclass(frozen=True)
 class Unrolled:
-    """Differentiate through every iteration of the solve (for testing: memory and cost grow
-    with the iteration count, and the loops always run as scans)."""
+    """Differentiate through every iteration (for testing: the loops run as scans)."""
 
     def solve(self, solver, problem, u0, args):
         return solver.solve(problem, u0, args)
-
-
-def from_settings(ad: str, method: str):
-    """The adjoint object of the `ad=` / `adjoint=` shorthand of a solver."""
-    if ad == "unrolled":
-        return Unrolled()
-    return Implicit(mode="forward" if ad == "jvp" else "reverse", linear=method)
 
 
 def _operator(hessian, settings):
@@ -119,21 +86,15 @@ def _reverse(problem, u_star, args, settings):
     return u_star
 
 
-def _reverse_fwd(problem, u_star, args, settings):
-    return u_star, (u_star, args)
-
-
 def _reverse_bwd(problem, settings, saved, u_bar):
     u_star, args = saved
-    _, hessian = problem.hessian(u_star, args)
-    lam = _operator(hessian, settings)(u_bar)
+    lam = _operator(problem.hessian(u_star, args)[1], settings)(u_bar)
     _, pullback = jax.vjp(lambda a: problem.gradient(u_star, a), args)
-    (args_bar,) = pullback(-lam)
     # u* was found from a stop-gradient guess: the solution does not depend on it
-    return jnp.zeros_like(u_star), args_bar
+    return jnp.zeros_like(u_star), pullback(-lam)[0]
 
 
-_reverse.defvjp(_reverse_fwd, _reverse_bwd)
+_reverse.defvjp(lambda problem, u, args, settings: (u, (u, args)), _reverse_bwd)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 3))
@@ -144,18 +105,8 @@ def _forward(problem, u_star, args, settings):
 @_forward.defjvp
 def _forward_rule(problem, settings, primals, tangents):
     u_star, args = primals
-    _, args_dot = tangents
-    _, g_dot = jax.jvp(lambda a: problem.gradient(u_star, a), (args,), (args_dot,))
+    _, g_dot = jax.jvp(lambda a: problem.gradient(u_star, a), (args,), (tangents[1],))
     _, hessian = problem.hessian(u_star, args)
     solve = _operator(hessian, settings)
-    u_dot = jax.lax.custom_linear_solve(hessian.matvec, -g_dot, solve=lambda _, b: solve(b),
-                                        symmetric=True)
-    return u_star, u_dot
-
-
-def solution(problem, u_star, args, settings: Implicit):
-    """u_star, differentiable in `args` by the implicit function theorem."""
-    u_star = jax.lax.stop_gradient(u_star)
-    if settings.mode == "reverse":
-        return _reverse(problem, u_star, args, settings)
-    return _forward(problem, u_star, args, settings)
+    return u_star, jax.lax.custom_linear_solve(hessian.matvec, -g_dot,
+                                               solve=lambda _, b: solve(b), symmetric=True)

@@ -1,28 +1,14 @@
 """Dual ascent on the compliant constraints: Jacobi XPBD (thesis Algorithm 3, Eq. 117-125).
 
-Every row j of the step (`jaxcontact.problem.RowBlock`) is a compliant constraint
-e_j + λ_j/s_j = 0 with multiplier λ_j (thesis Eq. 117, 120). From u = ũ and λ = 0 each
-iteration takes, for all rows at once (Jacobi),
+Every row j (`problem.RowBlock`) is a compliant constraint e_j + λ_j/s_j = 0 (Eq. 117, 120);
+from u = ũ, λ = 0 each iteration takes, for all rows at once (Jacobi; M̃ the split mass of
+Tonge et al., thesis §5.6: a block shared by c active rows counts with mass M/c),
 
     Δλ_j = -α (s_j e_j(u) + λ_j) / (s_j W_j + 1),      W_j = G_j M̃⁻¹ G_jᵀ   (Eq. 122-123)
-    λ    <- Π(λ + Δλ)                       by the row's declared kind: "unilateral" λ >= 0,
-                                            "bilateral" free, "cone" (a contact's normal and
-                                            tangential rows) onto the friction cone
-    u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   ("fast projection", the thesis's choice)
-       or  u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j        (`update="exact"`: Eq. 124 from the start of
-                                               the step, whose fixed point is exactly the
-                                               primal solution)
-
-A contact's rows are linear in u (linearized at the start of the step) with the compliance
-R = 1/s of its law (`models.contacts.ContactTerm.compliance`); its multipliers are projected
-onto λ_n >= 0 and friction's disc |λ_t| <= b̄ (or, with the cone coupling, onto the cone
-|λ_t| <= μ λ_n in the metric D = W + R of the step above), so that the fixed point is the
-primal optimum of the contact's convex cost (the same answer Newton finds).
-M̃ is the split mass (Tonge et al., thesis §5.6): a block shared by c active rows counts with
-mass M/c, which keeps the Jacobi sweep stable on stacks and piles (`split_counts`). It
-converges slowly for large mass ratios (thesis §5.3, Fig. 26 and 30) and is insensitive to
-stiffness ratios (Fig. 27). Only terms in compliance form can be projected (every row kind
-declared): `check` says which are not.
+    λ    <- Π(λ + Δλ)     by the row's kind: "unilateral" λ >= 0, "bilateral" free, "contact"
+                          λ_n >= 0 and |λ_t| <= b̄, "cone" |λ_t| <= μ λ_n in the metric W + 1/s
+    u    <- u + M⁻¹ Σ_j G_jᵀ (λ_new - λ)_j   (fast projection), or with `update="exact"`
+            u = ũ + M⁻¹ Σ_j G_j(u)ᵀ λ_j (Eq. 124, whose fixed point is the primal solution)
 """
 
 from __future__ import annotations
@@ -33,6 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxcontact import validate as check
 from jaxcontact.math import safe_div, safe_norm
 from jaxcontact.problem import BlockDiagonal
 from jaxcontact.solvers import base
@@ -42,17 +29,14 @@ UPDATES = ("incremental", "exact")
 
 class DualCarry(NamedTuple):
     """The iterate, ∇Φ there and the rows' multipliers (one array per `RowBlock`)."""
-
     u: jax.Array
     g: jax.Array
     lam: tuple
 
 
 def project_cone(y, mu, ratio):
-    """Project multipliers y (..., 3) = (normal, tangential pair) onto the cone
-    |y_t| <= μ y_n in the metric diag(D_n, D_t, D_t), ratio = D_t / D_n: inside stays,
-    the polar cone goes to zero, the rest to the cone's surface (Castro et al. 2022, Sec. V,
-    in a scaled metric)."""
+    """Project multipliers y (..., 3) = (normal, tangential pair) onto the cone |y_t| <= μ y_n
+    in the metric diag(D_n, D_t, D_t), ratio = D_t / D_n (Castro et al. 2022, Sec. V)."""
     n, t = y[..., 0], y[..., 1:]
     r = safe_norm(t)
     inside = r <= mu * n
@@ -63,52 +47,6 @@ def project_cone(y, mu, ratio):
     return jnp.where(inside[..., None], y, jnp.where(polar[..., None], 0.0, surface))
 
 
-def active(rows, lam):
-    """Per block of rows, which rows act (E, r): one-sided rows in violation or with a
-    multiplier, rows with stiffness, a contact's three rows where it pushes or would."""
-    out = []
-    for rb, l in zip(rows, lam):
-        if rb.kind == "unilateral":
-            out.append((rb.error < 0.0) | (l > 0.0))
-        elif rb.kind in ("contact", "cone"):
-            pushing = (rb.stiffness[..., 0] > 0.0) & ((rb.error[..., 0] < 0.0)
-                                                       | (l[..., 0] > 0.0))
-            out.append(jnp.repeat(pushing, 3, axis=1))
-        else:
-            out.append(rb.stiffness > 0.0)
-    return out
-
-
-def split_counts(rows, lam, mass: BlockDiagonal):
-    """Mass-splitting factor per block, per group: the number of active rows on it (>= 1).
-
-    Counting rows, not contacts, is what makes the Jacobi sweep safe: with c_b rows on block
-    b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j (Cauchy-Schwarz), so the
-    split diagonal dominates the dual Hessian and α <= 1 cannot overshoot.
-    """
-    counts = [jnp.zeros((b.shape[0],), b.dtype) for b in mass.blocks]
-    for rb, act in zip(rows, active(rows, lam)):
-        per_element = jnp.sum(act.astype(counts[0].dtype), axis=1)
-        for s, (group, _, _) in enumerate(rb.slots):
-            count = counts[group].shape[0]
-            target = jnp.where(rb.blocks[:, s] < 0, count, rb.blocks[:, s])
-            counts[group] += jax.ops.segment_sum(per_element, target, count + 1)[:count]
-    return [jnp.maximum(c, 1.0) for c in counts]
-
-
-def effective_mass(rb, inverse_blocks):
-    """W_j = Σ_slots G_j,slot M̃⁻¹_slot G_j,slotᵀ per row (E, r) of one block of rows."""
-    jac = rb.flat_jac()
-    total = jnp.zeros(jac.shape[:2], jac.dtype)
-    for s, (group, offset, size) in enumerate(rb.slots):
-        inv = inverse_blocks[group]
-        padded = jnp.concatenate([inv, jnp.zeros((1,) + inv.shape[1:], inv.dtype)])
-        ids = jnp.where(rb.blocks[:, s] < 0, inv.shape[0], rb.blocks[:, s])
-        g = jac[:, :, offset:offset + size]
-        total = total + jnp.einsum("erm,emn,ern->er", g, padded[ids], g)
-    return total
-
-
 def project_contact(y, bound):
     """Project multipliers y (..., 3) onto λ_n >= 0, |λ_t| <= bound (a fixed disc)."""
     n, t = y[..., :1], y[..., 1:]
@@ -117,37 +55,62 @@ def project_contact(y, bound):
     return jnp.concatenate([jnp.maximum(n, 0.0), t * scale], axis=-1)
 
 
-def _contact_step(rb, lam, w, alpha):
-    """A contact's multipliers after one Jacobi step, projected in its metric."""
-    w = w.reshape(lam.shape)
-    # one effective mass for both tangential rows (the larger): the cone is then round in
-    # the metric, and its projection commutes with the step
-    w_t = jnp.max(w[..., 1:], axis=-1, keepdims=True)
-    w = jnp.concatenate([w[..., :1], jnp.broadcast_to(w_t, w[..., 1:].shape)], axis=-1)
-    s = rb.stiffness
+def split_counts(rows, lam, mass: BlockDiagonal):
+    """Mass-splitting factor per block, per group: its number of active rows (>= 1). With c_b
+    rows on block b, (Σ_j x_j g_j)ᵀ M⁻¹ (Σ_j x_j g_j) <= c_b Σ_j x_j² g_jᵀ M⁻¹ g_j, so the split
+    diagonal dominates the dual Hessian and α <= 1 cannot overshoot."""
+    counts = [jnp.zeros((b.shape[0],), b.dtype) for b in mass.blocks]
+    for rb, l in zip(rows, lam):
+        if rb.kind == "unilateral":
+            act = (rb.error < 0.0) | (l > 0.0)
+        elif rb.kind in ("contact", "cone"):
+            act = jnp.repeat((rb.stiffness[..., 0] > 0.0)
+                             & ((rb.error[..., 0] < 0.0) | (l[..., 0] > 0.0)), 3, axis=1)
+        else:
+            act = rb.stiffness > 0.0
+        per_element = jnp.sum(act.astype(counts[0].dtype), axis=1)
+        for s, (group, _, _) in enumerate(rb.slots):  # (the world, -1, is dropped)
+            counts[group] += jax.ops.segment_sum(per_element, rb.blocks[:, s],
+                                                 counts[group].shape[0])
+    return [jnp.maximum(c, 1.0) for c in counts]
+
+
+def _step(rb, lam, inverse, alpha):
+    """One block of rows' multipliers after a Jacobi step (`inverse`: M̃⁻¹'s blocks), projected."""
+    jac, w, s = rb.flat_jac(), 0.0, rb.stiffness
+    for slot, (group, offset, size) in enumerate(rb.slots):  # W_j = Σ_slots G_j M̃⁻¹ G_jᵀ
+        ids = jnp.where(rb.blocks[:, slot] < 0, inverse[group].shape[0], rb.blocks[:, slot])
+        g, m = jac[:, :, offset:offset + size], jnp.take(inverse[group], ids, axis=0,
+                                                         mode="fill", fill_value=0.0)
+        w = w + jnp.einsum("erm,emn,ern->er", g, m, g)
+    if rb.kind in ("contact", "cone"):
+        # both tangential rows take the larger effective mass: the cone is round in the metric
+        w = w.reshape(lam.shape)
+        w = w.at[..., 1:].set(jnp.max(w[..., 1:], axis=-1, keepdims=True))
     new = lam - alpha * (s * rb.error + lam) / (s * w + 1.0)
-    # D_t / D_n with D = W + 1/s
-    ratio = safe_div(s[..., 0] * (w[..., 1] * s[..., 1] + 1.0),
-                     s[..., 1] * (w[..., 0] * s[..., 0] + 1.0))
+    if rb.kind == "unilateral":
+        return jnp.maximum(new, 0.0)
     if rb.kind == "contact":
         return project_contact(new, rb.limit)
-    return project_cone(new, rb.limit, ratio)
+    if rb.kind == "cone":  # in the metric D = W + 1/s: ratio D_t / D_n
+        ratio = safe_div(s[..., 0] * (w[..., 1] * s[..., 1] + 1.0),
+                         s[..., 1] * (w[..., 0] * s[..., 0] + 1.0))
+        return project_cone(new, rb.limit, ratio)
+    return new
 
 
 @dataclasses.dataclass(frozen=True)
 class Dual(base.Solver):
-    """Dual ascent (XPBD) solver (thesis Algorithm 3).
+    """Dual ascent (XPBD) solver (thesis Algorithm 3): slow for large mass ratios, insensitive
+    to stiffness ratios (thesis §5.3, Fig. 26, 27 and 30).
 
     Attributes:
       iterations: static number of Jacobi sweeps.
       alpha: step length α in (0, 1] (with mass splitting, 1 is stable).
-      update: "incremental" (default: the thesis's fast projection, XPBD's update; stays
-        finite where "exact" diverges, e.g. a 1e4:1 pendulum) or "exact" (its fixed point is
-        the primal solution, so it can converge to tol; see the module docstring).
-      mass_splitting: divide each block's mass among its active constraints (Jacobi safety).
-      tol, early_exit, ad, adjoint: see `solvers.base.Solver`.
+      update: "incremental" (default: XPBD's; stays finite where "exact" diverges, e.g. a
+        1e4:1 pendulum) or "exact" (converges to the primal solution; module docstring).
+      mass_splitting: divide each block's mass among its active rows (Jacobi safety).
     """
-
     iterations: int = 50
     alpha: float = 1.0
     update: str = "incremental"
@@ -155,43 +118,30 @@ class Dual(base.Solver):
 
     def __post_init__(self):
         super().__post_init__()
-        base.check_positive(self, "alpha", high=1.0)
-        base.check_choice(self, "update", UPDATES)
-        base.check_bool(self, "mass_splitting")
+        check.number("alpha", self.alpha, positive=True, high=1.0)
+        check.choice("update", self.update, UPDATES)
+        check.boolean("mass_splitting", self.mass_splitting)
 
     def check(self, model):
-        """ValueError naming every term without a compliance form (its rows' kinds)."""
+        """ValueError naming every term without a compliance form (declared row kinds)."""
         reasons = [r for r in (t.without_rows() for t in model.terms) if r]
         if reasons:
             raise ValueError("solver Dual needs every term in compliance form (constraint "
                              "rows of declared kinds): " + "; ".join(reasons))
 
     def start(self, problem, u0, args):
-        u = problem.start(args) if u0 is None else u0
+        u, g = super().start(problem, u0, args)
         rows = jax.eval_shape(problem.rows, u, args)
-        return DualCarry(u, problem.gradient(u, args),
-                         tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows))
+        return DualCarry(u, g, tuple(jnp.zeros(rb.error.shape, u.dtype) for rb in rows))
 
     def iteration(self, problem, carry, args):
         u, _, lam = carry
-        mass = problem.mass(args)
-        n = u.shape[0]
-        rows = problem.rows(u, args)
+        mass, rows = problem.mass(args), problem.rows(u, args)
         split = mass.divided(split_counts(rows, lam, mass)) if self.mass_splitting else mass
         inverse = split.inverse().blocks
-        new = []
-        for rb, l in zip(rows, lam):
-            w = effective_mass(rb, inverse)
-            if rb.kind in ("contact", "cone"):
-                new.append(_contact_step(rb, l, w, self.alpha))
-                continue
-            step = l - self.alpha * (rb.stiffness * rb.error + l) / (rb.stiffness * w + 1.0)
-            new.append(jnp.maximum(step, 0.0) if rb.kind == "unilateral" else step)
-        new = tuple(new)
-        if self.update == "incremental":
-            delta = sum(rb.transpose_apply(a - b, n) for rb, a, b in zip(rows, new, lam))
-            u_new = u + mass.solve(delta)
-        else:
-            impulse = sum(rb.transpose_apply(a, n) for rb, a in zip(rows, new))
-            u_new = problem.start(args) + mass.solve(impulse)
+        new = tuple(_step(rb, l, inverse, self.alpha) for rb, l in zip(rows, lam))
+        exact = self.update == "exact"
+        impulse = sum(rb.transpose_apply(a if exact else a - b, u.shape[0])
+                      for rb, a, b in zip(rows, new, lam))
+        u_new = (problem.start(args) if exact else u) + mass.solve(impulse)
         return DualCarry(u_new, problem.gradient(u_new, args), new), base.finite(u_new)

@@ -1,23 +1,7 @@
-"""A multilevel (aggregation multigrid) preconditioner of the step's block-sparse Jacobian.
-
-Block-Jacobi removes the error of each particle's own block but barely touches smooth error
-spread over a mesh: a cloth's bending or a solid's long-wavelength modes, where the
-Krylov iteration count grows with the mesh (a ball on a 32 x 32 cloth: 143 BiCGSTAB
-iterations per direction). A coarse space whose unknowns are the rigid motions of groups of
-particles (`jaxcontact.aggregation`) captures that error, and its levels' matrices come from
-the Jacobian itself (Galerkin: A_{l+1} = Pᵀ A_l P), so contact, attachments and the lag
-phase's shift are in them.
-
-One application is a V-cycle (Briggs, Henson & McCormick, A Multigrid Tutorial, ch. 3): on
-each level one damped block-Jacobi sweep, the residual restricted to the next level and its
-correction prolonged back, one more sweep; a dense LU on the coarsest level. It is a fixed
-linear map, so BiCGSTAB can use it as its preconditioner; it costs two products with the
-Jacobian per application, against block-Jacobi's none, and pays where it cuts the iteration
-count by more than that (design note 31).
-
-Rigid bodies and particles in no mesh are in no aggregate: the smoother alone treats them.
-Couplings that the coarse pattern does not have (a contact between two distant aggregates)
-are left out of the coarse matrices; the preconditioner is then less accurate, not wrong.
+"""A multilevel (aggregation multigrid) preconditioner of the step's block-sparse Hessian: rigid
+motions of groups of mesh particles (`jaxcontact.aggregation`) as coarse spaces, Galerkin
+matrices A_{l+1} = Pᵀ A_l P, one V-cycle (Briggs, Henson & McCormick, A Multigrid Tutorial,
+ch. 3) of damped block-Jacobi sweeps and a dense LU on the coarsest level (design note 31).
 """
 
 from __future__ import annotations
@@ -33,23 +17,23 @@ SMOOTHING = 0.7  # damping of the block-Jacobi sweeps
 
 
 def _sandwich(left, middle, right):
-    """leftᵀ middle right for batches of small matrices (broadcast leading axes), as sums of
-    broadcast products: XLA's CPU dot is 10x slower on millions of 3 x 6 products."""
+    """leftᵀ middle right for batches of small matrices, as sums of broadcast products (XLA's
+    CPU dot is 10x slower on millions of 3 x 6 products)."""
     inner = sum(left[..., i, :, None] * middle[..., i, None, :] for i in range(left.shape[-2]))
     return sum(inner[..., :, j, None] * right[..., j, None, :] for j in range(right.shape[-2]))
 
 
-def _fine_coarse_matrix(jacobian, space):
-    """Level 1's matrix Σ_e B_eᵀ A_e B_e + Σ_p B_pᵀ D_p B_p as (Q, 6, 6) pair blocks."""
-    level, basis = space.structure.levels[0], space.basis[0]
-    dtype = basis.dtype
-    particles = basis.shape[0]
-    padded = jnp.concatenate([basis, jnp.zeros((1, 3, MODES), dtype)])
+def galerkin(jacobian, space) -> list:
+    """Every level's matrix Pᵀ A P as (Q, 6, 6) blocks of its node pairs (`Level.rows`,
+    `Level.cols`), level 1 first: Σ_e B_eᵀ A_e B_e + Σ_p B_pᵀ D_p B_p over the particles."""
+    levels, basis = space.structure.levels, space.basis[0]
+    level, particles = levels[0], basis.shape[0]
+    padded = jnp.concatenate([basis, jnp.zeros((1, 3, MODES), basis.dtype)])
     node = jnp.concatenate([jnp.asarray(level.aggregate), jnp.array([level.count])])
     table = jnp.asarray(level.pair_of)
     own = _sandwich(basis, jacobian.diagonal.blocks[1], basis)
-    node_p = node[:particles]
-    values = jax.ops.segment_sum(own, table[node_p, node_p], num_segments=level.pairs + 1)
+    values = jax.ops.segment_sum(own, table[node[:particles], node[:particles]],
+                                 num_segments=level.pairs + 1)
     for local, ids, slots in zip(jacobian.local, jacobian.blocks, jacobian.slots):
         chosen = [(s, offset) for s, (group, offset, _) in enumerate(slots) if group == 1]
         if not chosen or local.shape[0] == 0:
@@ -59,31 +43,11 @@ def _fine_coarse_matrix(jacobian, space):
         sub = local[:, rows][:, :, rows].reshape(-1, count, 3, count, 3).transpose(0, 1, 3, 2, 4)
         particle = ids[:, np.array([s for s, _ in chosen])]
         particle = jnp.where(particle < 0, particles, particle)
-        b = padded[particle]
-        blocks = _sandwich(b[:, :, None], sub, b[:, None])
-        pair = table[node[particle][:, :, None], node[particle][:, None, :]]
-        values = values + jax.ops.segment_sum(blocks.reshape(-1, MODES, MODES),
-                                              pair.reshape(-1), num_segments=level.pairs + 1)
-    return values[:level.pairs]
-
-
-def _pair_matvec(values, level, x):
-    """y = A x for a level's pair blocks and x (count, 6)."""
-    return jax.ops.segment_sum(jnp.einsum("qij,qj->qi", values, x[level.cols]),
-                               jnp.asarray(level.rows), num_segments=level.count)
-
-
-def _diagonal_inverse(values, level, kept):
-    """The inverses of a level's diagonal blocks (dropped modes: identity)."""
-    eye = jnp.eye(MODES, dtype=values.dtype)
-    return jax.vmap(linalg.inverse)(values[:level.count] + (1.0 - kept)[:, :, None] * eye[None])
-
-
-def galerkin(jacobian, space) -> list:
-    """Every level's matrix Pᵀ A P as (Q, 6, 6) blocks of its node pairs (`Level.rows`,
-    `Level.cols`), level 1 first."""
-    levels = space.structure.levels
-    matrices = [_fine_coarse_matrix(jacobian, space)]
+        b, at = padded[particle], node[particle]
+        pair = table[at[:, :, None], at[:, None, :]]
+        values = values + jax.ops.segment_sum(_sandwich(b[:, :, None], sub, b[:, None]).reshape(
+            -1, MODES, MODES), pair.reshape(-1), num_segments=level.pairs + 1)
+    matrices = [values[:level.pairs]]
     for depth in range(1, len(levels)):
         finer, q = levels[depth - 1], space.basis[depth]
         product = _sandwich(q[finer.rows], matrices[-1], q[finer.cols])
@@ -94,52 +58,44 @@ def galerkin(jacobian, space) -> list:
 
 def preconditioner(jacobian, space):
     """v ↦ one V-cycle's approximation of H⁻¹ v over `space`'s levels."""
-    levels = space.structure.levels
+    levels, basis = space.structure.levels, space.basis
     matrices = galerkin(jacobian, space)
-    smoothers = [_diagonal_inverse(a, level, kept)
+    eye = jnp.eye(MODES, dtype=matrices[0].dtype)
+    # the inverses of each level's diagonal blocks (dropped modes: identity)
+    smoothers = [jax.vmap(linalg.inverse)(a[:level.count] + (1.0 - kept)[:, :, None] * eye[None])
                  for a, level, kept in zip(matrices[:-1], levels[:-1], space.kept[:-1])]
     last, kept = levels[-1], space.kept[-1]
     dense = jnp.zeros((last.count, last.count, MODES, MODES), matrices[-1].dtype)
     dense = dense.at[last.rows, last.cols].add(matrices[-1])
     dense = dense.transpose(0, 2, 1, 3).reshape(MODES * last.count, MODES * last.count)
     factor = jax.scipy.linalg.lu_factor(dense + jnp.diag(1.0 - kept.reshape(-1)))
-    fine_inverse = jacobian.block_diagonal().inverse()
+    fine_inverse = jacobian.block_diagonal().inverse().apply
     bodies = MODES * jacobian.diagonal.blocks[0].shape[0]
-    fine_basis = space.basis[0]
-    fine_node = jnp.asarray(levels[0].aggregate)
-
-    def restrict_fine(r):
-        rp = r[bodies:].reshape(-1, 3)
-        return jax.ops.segment_sum(jnp.einsum("pim,pi->pm", fine_basis, rp), fine_node,
-                                   num_segments=levels[0].count + 1)[:-1]
-
-    def prolong_fine(y):
-        y = jnp.concatenate([y, jnp.zeros((1, MODES), y.dtype)])
-        xp = jnp.einsum("pim,pm->pi", fine_basis, y[fine_node]).reshape(-1)
-        return jnp.concatenate([jnp.zeros((bodies,), y.dtype), xp])
 
     def cycle(depth, r):
-        """The correction at level depth + 1 (0-based list index) for its residual r."""
-        if depth == len(levels) - 1:
+        """The correction at level `depth` (0: the fine level, flat) for its residual r."""
+        if depth == len(levels):
             return jax.scipy.linalg.lu_solve(factor, r.reshape(-1)).reshape(-1, MODES)
-        level, inverse = levels[depth], smoothers[depth]
-        q, node = space.basis[depth + 1], jnp.asarray(levels[depth + 1].aggregate)
-        count = levels[depth + 1].count
-
-        def smooth(x):
-            residual = r - _pair_matvec(matrices[depth], level, x)
-            return x + SMOOTHING * jnp.einsum("nij,nj->ni", inverse, residual)
-
-        x = smooth(jnp.zeros_like(r))
-        residual = r - _pair_matvec(matrices[depth], level, x)
+        q, node = basis[depth], jnp.asarray(levels[depth].aggregate)
+        if depth == 0:
+            matvec, inverse = jacobian.matvec, fine_inverse
+        else:
+            level, a, inv = levels[depth - 1], matrices[depth - 1], smoothers[depth - 1]
+            matvec = lambda x: jax.ops.segment_sum(  # noqa: E731 (A x over the pair blocks)
+                jnp.einsum("qij,qj->qi", a, x[level.cols]), level.rows, num_segments=level.count)
+            inverse = lambda v: jnp.einsum("nij,nj->ni", inv, v)  # noqa: E731
+        x = SMOOTHING * inverse(r)
+        residual = r - matvec(x)
+        if depth == 0:
+            residual = residual[bodies:].reshape(-1, 3)
+        # restricted to level depth + 1 (node `count`: in no aggregate), corrected, prolonged
         coarse = jax.ops.segment_sum(jnp.einsum("nim,ni->nm", q, residual), node,
-                                     num_segments=count)
-        x = x + jnp.einsum("nim,nm->ni", q, cycle(depth + 1, coarse)[node])
-        return smooth(x)
+                                     num_segments=levels[depth].count)
+        y = jnp.take(cycle(depth + 1, coarse), node, axis=0, mode="fill", fill_value=0.0)
+        correction = jnp.einsum("nim,nm->ni", q, y)
+        if depth == 0:
+            correction = jnp.concatenate([jnp.zeros((bodies,), y.dtype), correction.reshape(-1)])
+        x = x + correction
+        return x + SMOOTHING * inverse(r - matvec(x))
 
-    def apply(r):
-        x = SMOOTHING * fine_inverse.apply(r)
-        x = x + prolong_fine(cycle(0, restrict_fine(r - jacobian.matvec(x))))
-        return x + SMOOTHING * fine_inverse.apply(r - jacobian.matvec(x))
-
-    return apply
+    return lambda r: cycle(0, r)

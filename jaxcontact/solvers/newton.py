@@ -1,35 +1,9 @@
-"""Newton's method on the step's potential Φ, with an exact line search.
-
-Φ is one fixed function of the velocities (DESIGN.md section 1, v2): contact is linearized
-at the start of the step and its cost is convex in the rows; the smooth potentials are exact
-in q+(u). Each iteration takes
-
-    d = -H⁻¹ ∇Φ(u),    H = ∇²Φ(u)   (joint limits: their Gauss-Newton part, design note 57)
-
-(dense elimination up to `tolerances.DENSE_MAX` unknowns, block-Jacobi preconditioned
-conjugate gradients above, to a relative residual of `tolerances.FORCING`), then minimizes
-φ(α) = Φ(u + α d) exactly: a scalar Newton iteration on φ'(α) = 0 kept inside a bracket of the
-minimizer (SAP, Castro, Permenter, Han 2022, Sec. VI, and MuJoCo's line search do the same),
-from α = 1, so that where Newton's model is right the first trial ends the search.
-
-Contact's share of H (Jᵀ ∇²ℓ J) is positive semi-definite and the mass positive definite, so
-wherever the smooth potentials are convex H is positive definite, d descends, φ is convex along
-d, and Newton's method with an exact line search converges from any start (SAP's Theorem 1).
-A smooth potential need not be convex (a spring compressed towards zero length, the rotation
-of a joint's lever arm): where H is indefinite the dense elimination adds to its pivots the
-diagonal of Gill, Murray and Wright's modified Cholesky factorization in the mass metric
-(`linalg.solve_convexified`: nothing where H is positive definite, a negative pivot replaced
-by its magnitude), and conjugate gradients take a negative curvature as its magnitude
-likewise (`linear.cg`'s `absolute`; stopping there, Steihaug's rule, never stepped along it
-and converged to a saddle of the solver test scene's zero-length spring), so d descends
-(else the preconditioned gradient is taken). (Projecting
-each element's Hessian to positive semi-definite instead, what DESIGN.md first proposed, adds
-curvature wherever one element alone is indefinite even though the mass makes the sum
-definite: the solver test scene's spring compressed near zero length took 15-17 linearly
-converging iterations per step that way, 5-7 this way; design note 57.) It stops once
-max |M⁻¹ ∇Φ| is within the tolerance (`solvers.base`). No phases, no shifts: the line search
-uses φ's slopes only, which stay resolved near the answer where Φ's own changes fall below the
-rounding of its large terms.
+"""Newton's method on the step's potential Φ with an exact line search (SAP, Castro, Permenter,
+Han 2022, Sec. VI; Theorem 1: it converges from any start where H is positive definite): each
+iteration takes d = -H⁻¹ ∇Φ(u), H = ∇²Φ(u) (joint limits: their Gauss-Newton part), then
+minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (resolved where Φ's changes are
+not). Where H is indefinite the dense solve adds the modified Cholesky diagonal
+(`linalg.solve_convexified`) and conjugate gradients take |pᵀHp|, so d descends (design note 57).
 """
 
 from __future__ import annotations
@@ -41,15 +15,14 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact import linalg
+from jaxcontact import validate as check
 from jaxcontact.solvers import base, linear, loop, tolerances
 
 LINEAR_SOLVERS = ("auto", "dense", "cg")
 
 
 class NewtonCarry(NamedTuple):
-    """Newton's state between iterations: the iterate, ∇Φ there, and the last direction
-    taken (inf before the first)."""
-
+    """The iterate, ∇Φ there, and the last direction taken (inf before the first)."""
     u: jax.Array
     g: jax.Array
     d: jax.Array
@@ -60,23 +33,15 @@ class Newton(base.Solver):
     """Newton's method with an exact line search on Φ.
 
     Attributes:
-      iterations: static cap of Newton iterations (default 50; with `early_exit` the
-        iterations a step does not need cost nothing; most steps take 1-4).
+      iterations: static cap of Newton iterations (most steps take 1-4).
       line_search: most evaluations of φ' per line search (1 = always the full step).
-      linear: how each direction is solved. "auto" (default): "dense" up to
-        `tolerances.DENSE_MAX` unknowns (64 bodies), "cg" above. "dense": elimination of the
-        assembled Hessian. "cg": block-Jacobi (or multilevel) preconditioned conjugate
-        gradients on products with the block-sparse Hessian, to a relative residual of
-        `tolerances.FORCING` (inexact Newton).
-      krylov_iterations: most conjugate-gradient iterations per direction. None (default):
-        100, or 400 in scenes with solids or cloth.
-      preconditioner: of the conjugate gradients. "auto" (default): "multilevel" in scenes
-        with a cloth of at least `aggregation.MIN_PARTICLES` (1,000) particles, else
-        "block_jacobi". "multilevel": a V-cycle over aggregates of the mesh particles
-        (`solvers.multilevel`; scenes with solids or cloth only).
-      tol, early_exit, ad, adjoint: see `jc.Solver` (`solvers.base.Solver`).
+      linear: "dense" (elimination), "cg" (preconditioned conjugate gradients, inexact
+        Newton) or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
+      krylov_iterations: conjugate-gradient cap per direction; None (default):
+        `tolerances.KRYLOV_RIGID`, or `KRYLOV_MESHES` in scenes with solids or cloth.
+      preconditioner: "block_jacobi", "multilevel" (scenes with meshes) or "auto" (default:
+        multilevel from `aggregation.MIN_PARTICLES` cloth particles).
     """
-
     iterations: int = 50
     line_search: int = 16
     linear: str = "auto"
@@ -86,24 +51,22 @@ class Newton(base.Solver):
     def __post_init__(self):
         super().__post_init__()
         base.check_int(self, "line_search")
-        base.check_choice(self, "preconditioner", linear.PRECONDITIONERS)
+        check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
         if self.krylov_iterations is not None:
             base.check_int(self, "krylov_iterations")
-        base.check_choice(self, "linear", LINEAR_SOLVERS)
+        check.choice("linear", self.linear, LINEAR_SOLVERS)
 
     def method(self, n: int) -> str:
         """The linear solver of directions for n unknowns ("auto" resolved)."""
-        if self.linear != "auto":
-            return self.linear
-        return "dense" if linear.dense(n, "auto") else "cg"
+        return self.linear if self.linear != "auto" else (
+            "dense" if linear.dense(n, "auto") else "cg")
 
     def start(self, problem, u0, args):
-        u = problem.start(args) if u0 is None else u0
-        return NewtonCarry(u, problem.gradient(u, args), jnp.full_like(u, jnp.inf))
+        u, g = super().start(problem, u0, args)
+        return NewtonCarry(u, g, jnp.full_like(u, jnp.inf))
 
     def residual(self, problem, carry, args):
-        # the last Newton step (the error before it was taken; after it, of its square), or
-        # M⁻¹ ∇Φ where smaller (it bounds H⁻¹ ∇Φ where H >= M): `solvers.base`
+        # the last Newton step, or M⁻¹ ∇Φ where smaller (`solvers.base`)
         scaled = problem.mass(args).solve(carry.g)
         smaller = jnp.max(jnp.abs(scaled)) <= jnp.max(jnp.abs(carry.d))
         return jnp.where(smaller, scaled, carry.d)
@@ -117,34 +80,21 @@ class Newton(base.Solver):
             d, ok = linalg.cholesky_solve(a, -g)
             if hessian.convex:
                 return d
-            # not positive definite (a non-convex smooth term): the modified factorization,
-            # computed only for the scenes of a batch that need it
+            # not positive definite: the modified factorization, only where a scene needs it
             return loop.where_needed(~ok, lambda op: linalg.solve_convexified(*op)[0], d,
                                      (a, -g, metric), branch=self.loops_exit_early)
-        model = args[0]
-        cap = self.krylov_iterations or (tolerances.KRYLOV_MESHES if model.has_meshes
+        cap = self.krylov_iterations or (tolerances.KRYLOV_MESHES if args[0].has_meshes
                                          else tolerances.KRYLOV_RIGID)
         precond = linear.preconditioner(hessian, self.preconditioner)
         d = linear.cg(hessian.matvec, precond, -g, cap, tolerances.FORCING,
                       self.loops_exit_early, absolute=True)
-        # a direction that does not descend (the magnitudes of negative curvatures taken out
-        # of order can make one): the preconditioned gradient does
+        # a direction that does not descend: the preconditioned gradient does
         return jnp.where(jnp.dot(g, d) < 0.0, d, -precond(g))
 
     def search(self, problem, u, d, slope, args):
-        """α minimizing φ(α) = Φ(u + α d) (module docstring), from α = 1; φ'(0) = `slope`.
-
-        A root of the increasing φ' kept in a bracket [lo, hi] (φ'(lo) < 0 < φ'(hi); hi = ∞
-        until found, Newton's step or a doubling stepping out meanwhile). Inside it, the
-        point is Newton's step from the last one where that lies in the bracket, else the
-        secant of φ' through its ends (regula falsi, always inside, with the Illinois rule: an
-        end kept twice counts half its slope), and a bisection wherever
-        the bracket has not halved over the last two points (Brent's safeguard: at most twice
-        the evaluations of bisection). A contact coming into play along d bends φ' sharply
-        near α = 0 when d was taken where it was inactive, and a slip that passes through zero
-        along d makes a narrow stiff segment where friction sticks; Newton's step or the
-        secant lands next to such a root where bisection alone needs ~20 halvings (the fuzz
-        benchmark's stalls, design note 57)."""
+        """α minimizing φ(α) = Φ(u + α d) from α = 1, φ'(0) = `slope`: φ'(α) = 0 in a bracket
+        (stepping out until found) by Newton's step where inside, else the Illinois secant, and
+        bisection where the bracket has not halved in two points (Brent's; design note 57)."""
         if self.line_search == 1:
             return jnp.ones_like(slope)
         enough = tolerances.LINE_TOL * jnp.abs(slope)
@@ -165,12 +115,11 @@ class Newton(base.Solver):
             secant = lo - s_lo * (hi - lo) / jnp.where(bracketed, s_hi - s_lo, 1.0)
             new = jnp.where(inside, newton, secant)
             new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + hi), new)
-            # no upper end yet: the minimum lies beyond α (φ' < 0 there), so step out
+            # no upper end yet: step out
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))
             keep = done | met
-            # a bracket this narrow holds the minimizer to within LINE_WIDTH of α: take the
-            # point the rule chose in it without evaluating φ' there
+            # a bracket this narrow: take the point chosen in it without evaluating φ' there
             narrow = ~keep & bracketed & (hi - lo <= tolerances.LINE_WIDTH * hi)
             keep = keep | narrow
             return (jnp.where(keep & ~narrow, alpha, new), lo, hi, s_lo, s_hi,
@@ -178,10 +127,9 @@ class Newton(base.Solver):
                     keep)
 
         inf = jnp.full_like(slope, jnp.inf)
-        one = jnp.ones_like(slope)
         # a direction that does not descend is rounding noise at the answer: take it whole
-        init = (one, jnp.zeros_like(slope), inf, slope, inf, inf, inf, jnp.asarray(True),
-                slope >= 0.0)
+        init = (jnp.ones_like(slope), jnp.zeros_like(slope), inf, slope, inf, inf, inf,
+                jnp.asarray(True), slope >= 0.0)
         alpha, lo, *_, done = loop.iterate(body, init, self.line_search,
                                            self.loops_exit_early, lambda c: c[-1])
         # out of evaluations: the last point known to lie below the minimizer (φ decreased)
@@ -192,5 +140,5 @@ class Newton(base.Solver):
         _, hessian = problem.hessian(u, args)
         d = self.direction(hessian, g, args)
         alpha = self.search(problem, u, d, jnp.dot(g, d), args)
-        u_new = u + alpha * d
-        return NewtonCarry(u_new, problem.gradient(u_new, args), d), alpha > 0.0
+        u = u + alpha * d
+        return NewtonCarry(u, problem.gradient(u, args), d), alpha > 0.0
