@@ -112,9 +112,13 @@ class Newton(base.Solver):
             bracketed = jnp.isfinite(hi)
             newton = alpha - s / jnp.where(c > 0.0, c, 1.0)
             inside = (c > 0.0) & (newton > lo) & (newton < hi)
-            secant = lo - s_lo * (hi - lo) / jnp.where(bracketed, s_hi - s_lo, 1.0)
+            # (hi is inf until bracketed, and both slopes are 0 at the answer: kept out of the
+            # arithmetic, whose unused branches would carry inf or 0/0 into unrolled gradients)
+            top = jnp.where(bracketed, hi, lo)
+            rise = jnp.where(bracketed & (s_hi > s_lo), s_hi - s_lo, 1.0)
+            secant = lo - s_lo * (top - lo) / rise
             new = jnp.where(inside, newton, secant)
-            new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + hi), new)
+            new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + top), new)
             # no upper end yet: step out
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))
