@@ -10,7 +10,7 @@ ROUNDING_ULPS = 64.0
 
 # Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)|: three digits of the minimizer.
 LINE_TOL = 1e-3
-# ... or once its bracket is this narrow relative to its upper end (φ then within ~1 % of its min).
+# ... or once its bracket is this narrow relative to its upper end (φ ~1 % off its min; note 58).
 LINE_WIDTH = 0.1
 
 # Relative residual of Newton's conjugate-gradient directions: each still gains three digits.
