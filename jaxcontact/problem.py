@@ -239,8 +239,9 @@ class Problem(NamedTuple):
       value:    Φ(u, args) -> (): the step's potential, one fixed convex function of u
                 wherever the smooth terms are convex.
       gradient: (u, args) -> (n,): ∇Φ, zero at the solution.
-      hessian:  (u, args, exact=True) -> (∇Φ, `Hessian` ∇²Φ); exact False: friction's
-                curvature reweighted (Descent's preconditioner).
+      hessian:  (u, args, form="exact") -> (∇Φ, `Hessian` ∇²Φ); form "newton": joints'
+                and limits' Gauss-Newton part (Newton's directions), "reweighted": also
+                friction's curvature reweighted (Descent's preconditioner).
       along:    (u, d, α, args) -> (φ'(α), φ''(α)) of φ(α) = Φ(u + α d).
       rows:     (u, args) -> tuple of `RowBlock` (Dual).
       mass:     (args) -> `BlockDiagonal` M.

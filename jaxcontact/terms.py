@@ -394,9 +394,14 @@ def _energy_gradient(term, dt, x, at, start, params, shared, reweighted=False):
     return _autodiff_gradient(term, dt, x, at, start, params, shared, reweighted)
 
 
-def _gradient_and_hessian(term, dt, x, at, start, params, shared, reweighted):
-    """An element's gradient and local Hessian (d, d) (`hessian`): the term's own where it
-    has one (contact rows: Jᵀ ∇²ℓ J), else by forward-over-reverse autodiff."""
+def _gradient_and_hessian(term, dt, x, at, start, params, shared, form):
+    """An element's gradient and local Hessian (d, d) (`hessian`'s `form`): the Gauss-Newton
+    Hessian for Newton's directions where the term asks for it (`gauss_newton_directions`),
+    else the term's own where it has one (contact rows: Jᵀ ∇²ℓ J), else by
+    forward-over-reverse autodiff."""
+    if form != "exact" and getattr(term, "gauss_newton_directions", False):
+        return gauss_newton(term, x, start, params, shared, dt)
+    reweighted = form == "reweighted"
     if hasattr(term, "gradient_and_hessian"):
         return term.gradient_and_hessian(x, start, params, shared, dt, reweighted)
 
@@ -499,10 +504,17 @@ def residual(u, args):
     return args[1].mass.solve(gradient(u, args))
 
 
-def hessian(u, args, exact=True):
-    """(∇Φ(u), ∇²Φ(u) as a block-sparse `Hessian`); with `exact` False friction's curvature
-    is reweighted (thesis Eq. 136, `models.contact`): positive along a slipping contact's slip
-    where the exact Hessian has none, what Descent's fixed steps need."""
+HESSIAN_FORMS = ("exact", "newton", "reweighted")
+
+
+def hessian(u, args, form="exact"):
+    """(∇Φ(u), ∇²Φ(u) as a block-sparse `Hessian`). `form`: "exact" (the implicit gradients'
+    H), "newton" (Newton's directions: joints and limits take their Gauss-Newton part,
+    `gauss_newton`, design notes 57-58), "reweighted" (Descent's: also friction's curvature
+    reweighted, thesis Eq. 136, `models.contact`: positive along a slipping contact's slip
+    where the exact Hessian has none)."""
+    if form not in HESSIAN_FORMS:
+        raise ValueError(f"form must be one of {HESSIAN_FORMS}, got {form!r}")
     model, ctx = args
     n = layout(model).size
     at = turns(u, args)
@@ -510,7 +522,7 @@ def hessian(u, args, exact=True):
     local, index, blocks, slots = [], [], [], []
     for term, el in _smooth(model, ctx):
         g_e, h_e = _each(_gradient_and_hessian, term, el, model.dt, dofs.gather(u, el.index),
-                         _turn_of(at, term, el), extra=(not exact,))
+                         _turn_of(at, term, el), extra=(form,))
         g = g + dofs.scatter(g_e, el.index, n)
         local.append(h_e)
         index.append(el.index)

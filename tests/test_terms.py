@@ -9,12 +9,13 @@ Everything is evaluated at velocities u that are not the step's solution (the st
 velocities perturbed, pressed into the plane so that every contact is active and slipping):
 
   - `gradient` is jax.grad of `value` (Φ) and matches central differences of Φ;
-  - `hessian` (exact) is jax.hessian of Φ but for the joint's rows, which take their
-    Gauss-Newton part Jᵀψ''J (the Hessian of Φ less Σ ψ'(e) ∇²e of the joint's errors,
-    computed here by autodiff of the rows), symmetric; its contact share Σ Jᵀ ∇²ℓ J is
-    positive semi-definite (Φ's contact part is convex);
-  - `hessian(exact=False)` (Descent's) has the same gradient, is symmetric and differs from
-    the exact Hessian only in the contacts' share (friction's reweighted curvature);
+  - `hessian` (exact, the implicit gradients') is jax.hessian of Φ, symmetric; its contact
+    share Σ Jᵀ ∇²ℓ J is positive semi-definite (Φ's contact part is convex);
+  - `hessian(form="newton")` (Newton's directions) is the exact one but for the joint's rows,
+    which take their Gauss-Newton part Jᵀψ''J: the Hessian of Φ less Σ ψ'(e) ∇²e of the
+    joint's errors (computed here by autodiff of the rows);
+  - `hessian(form="reweighted")` (Descent's) has the same gradient, is symmetric and differs
+    from Newton's only in the contacts' share (friction's reweighted curvature);
   - `Hessian.matvec` / `block_diagonal` agree with `dense()`;
   - `along` is (φ'(α), φ''(α)) of φ(α) = Φ(u + α d) by autodiff;
   - residual = M⁻¹ g; the mass blocks; free flight = ũ + Δt gravity on the linear DOFs;
@@ -139,7 +140,8 @@ def _evaluate(u, v, w, args):
         return value(u + alpha * v)
 
     g_exact, exact = terms.hessian(u, args)
-    g_reweighted, reweighted = terms.hessian(u, args, exact=False)
+    _, newton = terms.hessian(u, args, "newton")
+    g_reweighted, reweighted = terms.hessian(u, args, "reweighted")
     contact, contact_reweighted = (contact_share(h, model) for h in (exact, reweighted))
     alphas = jnp.asarray(ALPHAS)
     out = {
@@ -161,6 +163,7 @@ def _evaluate(u, v, w, args):
         "contact": contact.dense(), "contact_local": contact.local,
         "contact_reweighted": contact_reweighted.dense(),
     }
+    out["newton"] = newton.dense()
     for name, matrix in (("exact", exact), ("reweighted", reweighted)):
         out[name] = matrix.dense()
         out[name + "_mv"] = matrix.matvec(w)
@@ -237,18 +240,24 @@ def test_gradient_matches_finite_differences_of_the_value(ev):
 # --- Hessians ------------------------------------------------------------------------------------
 
 def test_exact_hessian_is_the_symmetric_hessian_of_the_value(ev):
-    exact, joint = ev["exact"], ev["joint_curvature"]
+    exact = ev["exact"]
     _close(exact, exact.T, ROUNDING)
-    # the joint's rows take their Gauss-Newton part: the value's Hessian less Σ ψ' ∇²e
+    _close(exact, ev["hessian_ref"], 1e-10)
+
+
+def test_newton_hessian_takes_the_joints_gauss_newton_part(ev):
+    newton, joint = ev["newton"], ev["joint_curvature"]
+    _close(newton, newton.T, ROUNDING)
+    # the value's Hessian less Σ ψ' ∇²e over the joint's rows
     assert np.max(np.abs(joint)) > 1e-6 * np.max(np.abs(ev["hessian_ref"]))
-    _close(exact, ev["hessian_ref"] - joint, 1e-10)
+    _close(newton, ev["hessian_ref"] - joint, 1e-10)
 
 
 def test_reweighted_hessian_is_symmetric_and_differs_only_in_the_contacts(ev):
-    reweighted, exact = ev["reweighted"], ev["exact"]
+    reweighted, newton = ev["reweighted"], ev["newton"]
     _close(reweighted, reweighted.T, ROUNDING)
-    # the mass, the joint, the spring and the attachments: untouched
-    _close(reweighted - ev["contact_reweighted"], exact - ev["contact"], ROUNDING)
+    # the mass, the joint (Gauss-Newton in both), the spring and the attachments: untouched
+    _close(reweighted - ev["contact_reweighted"], newton - ev["contact"], ROUNDING)
     # the contacts (slipping): friction's curvature reweighted
     assert (np.max(np.abs(ev["contact_reweighted"] - ev["contact"]))
             > 1e-3 * np.max(np.abs(ev["contact"])))
@@ -291,9 +300,7 @@ def test_along_is_the_first_two_derivatives_of_the_value_on_the_line(ev):
         assert np.all(np.abs(want[:, column]) > 0.0), name
     # at α = 0 the slope is the gradient's and the curvature vᵀ H v
     assert got[0, 0] == pytest.approx(float(ev["g"] @ ev["v"]), rel=1e-11)
-    # (of the value's Hessian: the joint's Gauss-Newton Hessian is for directions only)
-    assert got[0, 1] == pytest.approx(float(ev["v"] @ ev["hessian_ref"] @ ev["v"]),
-                                      rel=1e-10)
+    assert got[0, 1] == pytest.approx(float(ev["v"] @ ev["exact"] @ ev["v"]), rel=1e-10)
 
 
 # --- residual, mass, free flight -----------------------------------------------------------------

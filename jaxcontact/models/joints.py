@@ -116,12 +116,11 @@ class JointTerm(terms.RowTerm):
             params.update(_start_damping(self.kind, start, params, model.dt))
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
-    def gradient_and_hessian(self, x, start, params, shared, dt, reweighted=False):
-        # the Gauss-Newton Hessian: a joint's errors are its load over its stiffness, so the
-        # dropped Σ ψ'(e) ∇²e is that small against Jᵀ ψ'' J, and it costs a fifth of the
-        # exact Hessian's forward-over-reverse (the humanoid's 17 joints, 16 scenes: 1.1
-        # against 6.5 ms; design note 58). The gradient, and so the answer, stay exact.
-        return terms.gauss_newton(self, x, start, params, shared, dt)
+    # Newton's directions take the Gauss-Newton Hessian: a joint's errors are its load over
+    # its stiffness, so the dropped Σ ψ'(e) ∇²e is that small against Jᵀ ψ'' J, at a fifth of
+    # the exact Hessian's cost (the humanoid's 17 joints, 16 scenes: 1.1 against 6.5 ms;
+    # design note 58). The gradient, the answer and the implicit gradients stay exact.
+    gauss_newton_directions = True
 
     def rows(self, x, p, shared, dt):
         f = frames(x, p)
@@ -216,12 +215,11 @@ class LimitTerm(terms.RowTerm):
                          _VECTORS + ("lower", "upper", "limit_stiffness"))
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
-    def gradient_and_hessian(self, x, start, params, shared, dt, reweighted=False):
-        # a limit may start far outside its range (gymnasium's ant: its ankles 0.52 rad out,
-        # k_lim = 7.1e5 on legs of 3e-4 kg m²): the exact Hessian k (∇e∇eᵀ + e∇²e) is then
-        # strongly indefinite and Newton diverged; its Gauss-Newton part converges in 2-5
-        # iterations (design note 57)
-        return terms.gauss_newton(self, x, start, params, shared, dt)
+    # a limit may start far outside its range (gymnasium's ant: its ankles 0.52 rad out,
+    # k_lim = 7.1e5 on legs of 3e-4 kg m²): the exact Hessian k (∇e∇eᵀ + e∇²e) is then
+    # strongly indefinite and Newton diverged; its Gauss-Newton part converges in 2-5
+    # iterations (design note 57). The implicit gradients take the exact Hessian.
+    gauss_newton_directions = True
 
     def rows(self, x, p, shared, dt):
         f = frames(x, p)

@@ -39,7 +39,7 @@ class Descent(base.Solver):
         check.choice("preconditioner", self.preconditioner, PRECONDITIONERS)
 
     def iteration(self, problem, carry, args):
-        g, hessian = problem.hessian(carry.u, args, exact=False)
+        g, hessian = problem.hessian(carry.u, args, "reweighted")
         blocks = hessian.block_diagonal()
         blocks = blocks.diagonal_only() if self.preconditioner == "diagonal" else blocks
         # each block made positive definite where it is not (in the mass metric): d descends

@@ -141,7 +141,7 @@ class Newton(base.Solver):
 
     def iteration(self, problem, carry, args):
         u, g, _ = carry
-        _, hessian = problem.hessian(u, args)
+        _, hessian = problem.hessian(u, args, "newton")
         d = self.direction(hessian, g, args)
         alpha = self.search(problem, u, d, jnp.dot(g, d), args)
         u = u + alpha * d
