@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxcontact import aggregation, dofs
+from jaxcontact import aggregation, dofs, validate
 from jaxcontact.math import world_inertia, world_inertia_inv
 from jaxcontact.problem import BlockDiagonal, Hessian, Problem, RowBlock
 from jaxcontact.types import Array
@@ -131,6 +131,8 @@ class Term:
         Hessian is positive definite and Newton's dense directions need no modification.
       stages: shared per-step computations (`Stage`) the term's `elements` needs.
       reports_gaps: the term is a contact: `gaps` gives its rows' gaps for `StepInfo`.
+      gauss_newton_directions: Newton's directions (and Descent's preconditioner) take the
+        row term's Gauss-Newton Hessian (`gauss_newton`); the implicit gradients the exact one.
     """
 
     name: str = "term"
@@ -140,6 +142,7 @@ class Term:
     convex: bool = False
     stages: tuple = ()
     reports_gaps: bool = False
+    gauss_newton_directions: bool = False
 
     def elements(self, model, state, control, stages) -> Elements:
         """Blocks, start poses and parameters of the elements for the step at `state`."""
@@ -399,7 +402,7 @@ def _gradient_and_hessian(term, dt, x, at, start, params, shared, form):
     Hessian for Newton's directions where the term asks for it (`gauss_newton_directions`),
     else the term's own where it has one (contact rows: Jᵀ ∇²ℓ J), else by
     forward-over-reverse autodiff."""
-    if form != "exact" and getattr(term, "gauss_newton_directions", False):
+    if form != "exact" and term.gauss_newton_directions:
         return gauss_newton(term, x, start, params, shared, dt)
     reweighted = form == "reweighted"
     if hasattr(term, "gradient_and_hessian"):
@@ -513,8 +516,7 @@ def hessian(u, args, form="exact"):
     `gauss_newton`, design notes 57-58), "reweighted" (Descent's: also friction's curvature
     reweighted, thesis Eq. 136, `models.contact`: positive along a slipping contact's slip
     where the exact Hessian has none)."""
-    if form not in HESSIAN_FORMS:
-        raise ValueError(f"form must be one of {HESSIAN_FORMS}, got {form!r}")
+    validate.choice("form", form, HESSIAN_FORMS)
     model, ctx = args
     n = layout(model).size
     at = turns(u, args)

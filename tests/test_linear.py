@@ -1,14 +1,14 @@
 """The linear solves of the step (`jaxcontact.solvers.linear`) against their definitions:
 preconditioned conjugate gradients solve symmetric positive definite systems, stop at
 breakdown without NaN, give the same answer as a scan or an early-exiting while loop, and on
-a step's assembled `Hessian` agree with its dense elimination (`dense_solve`)."""
+a step's assembled `Hessian` agree with its dense elimination (`linalg.solve`)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxcontact as jc
-from jaxcontact import dofs, terms
+from jaxcontact import dofs, linalg, terms
 from jaxcontact.solvers import linear
 
 # a solve to rtol 1e-13 on a system of condition 1e4 leaves an error of ~cond * rtol
@@ -96,7 +96,7 @@ def _hessian_solves(model, state, b):
     args = (model, terms.prepare(model, state, control))
     _, hessian = terms.hessian(dofs.velocity(state), args)
     precond = linear.preconditioner(hessian, "block_jacobi")
-    return (hessian.dense(), linear.dense_solve(hessian, b),
+    return (hessian.dense(), linalg.solve(hessian.dense(), b),
             linear.cg(hessian.matvec, precond, b, 100, rtol=1e-13))
 
 

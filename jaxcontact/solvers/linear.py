@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxcontact import linalg
 from jaxcontact import validate as check
 from jaxcontact.math import safe_div
 from jaxcontact.solvers import loop, multilevel, tolerances
@@ -17,11 +16,6 @@ PRECONDITIONERS = ("auto", "block_jacobi", "multilevel")
 def dense(n: int, method: str) -> bool:
     """Whether a system of n unknowns is solved densely under `method`."""
     return method == "dense" or (method == "auto" and n <= tolerances.DENSE_MAX)
-
-
-def dense_solve(hessian, rhs):
-    """H x = b by elimination of the assembled dense H."""
-    return linalg.solve(hessian.dense(), rhs)
 
 
 def preconditioner(hessian, kind="auto"):

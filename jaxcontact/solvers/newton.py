@@ -1,6 +1,6 @@
 """Newton's method on the step's potential Φ with an exact line search (SAP, Castro, Permenter,
 Han 2022, Sec. VI; Theorem 1: it converges from any start where H is positive definite): each
-iteration takes d = -H⁻¹ ∇Φ(u), H = ∇²Φ(u) (joint limits: their Gauss-Newton part), then
+iteration takes d = -H⁻¹ ∇Φ(u), H = ∇²Φ(u) (joints, limits: Gauss-Newton parts), then
 minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (resolved where Φ's changes are
 not). Where H is indefinite the dense solve adds the modified Cholesky diagonal
 (`linalg.solve_convexified`) and conjugate gradients take |pᵀHp|, so d descends (design note 57).
