@@ -246,6 +246,8 @@ class Problem(NamedTuple):
       rows:     (u, args) -> tuple of `RowBlock` (Dual).
       mass:     (args) -> `BlockDiagonal` M.
       start:    (args) -> (n,): ũ, the free flight, gravity included.
+      resolution: (args) -> (n,): the finest velocity each DOF resolves in the step's
+                precision (a solver stopped by rounding is converged within a multiple).
     """
 
     value: Callable
@@ -255,3 +257,4 @@ class Problem(NamedTuple):
     rows: Callable
     mass: Callable
     start: Callable
+    resolution: Callable

@@ -239,6 +239,8 @@ class Context:
                 preconditioning), or None (`coarse_space`).
       quat:     (N + 1, 4) body orientations at the start of the step, the world's identity
                 last (`turns`).
+      resolution: (n,) the finest velocity each DOF's step resolves in its precision
+                (`resolution`).
     """
 
     elements: tuple
@@ -247,6 +249,7 @@ class Context:
     overflow: Array
     coarse: Any = None
     quat: Any = None
+    resolution: Any = None
 
 
 def layout(model) -> dofs.Layout:
@@ -308,7 +311,30 @@ def prepare(model, state, control, at=None) -> Context:
                    u_free=_free_flight(model, elements, mass, u_free), overflow=overflow,
                    coarse=coarse_space(model, state),
                    quat=jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]],
-                                                                  state.quat.dtype)]))
+                                                                  state.quat.dtype)]),
+                   resolution=jax.lax.stop_gradient(_resolution(model, state, mass)))
+
+
+def _resolution(model, state, mass: BlockDiagonal):
+    """(n,) the finest velocity each DOF's step resolves: q+ = q + Δt u is stored to the
+    precision eps, so a body at distance |x| from the origin, its points r (its largest radius
+    of gyration) from its centre, moves in steps of eps L, L = |x| + r, and velocities closer
+    than eps L / Δt give the same q+; a turn about a DOF's axis, of radius of gyration
+    r_i = √(M_ii / m), resolves eps L / (Δt r_i) (equal kinetic energies: eps L / Δt · √(m /
+    M_ii) for every DOF, particles with r = 0). Where stiff potentials decide u (joints), its
+    error is this rounding through H⁻¹ ∇²E, which no solver resolves finer (design note 59)."""
+    eps = jnp.finfo(state.pos.dtype).eps
+    body_mass = model.body.mass[:, None]
+    reach = (jnp.max(jnp.abs(state.pos), axis=1, keepdims=True)
+             + jnp.sqrt(jnp.max(model.body.inertia, axis=1, keepdims=True) / body_mass))
+    reach_particle = jnp.max(jnp.abs(state.particle_pos), axis=1, keepdims=True)
+    length = dofs.join(jnp.broadcast_to(reach, state.pos.shape),
+                       jnp.broadcast_to(reach, state.pos.shape),
+                       jnp.broadcast_to(reach_particle, state.particle_pos.shape))
+    own = dofs.join(jnp.broadcast_to(body_mass, state.pos.shape),
+                    jnp.broadcast_to(body_mass, state.pos.shape),
+                    jnp.broadcast_to(model.particle_masses[:, None], state.particle_pos.shape))
+    return eps * length / model.dt * jnp.sqrt(own / mass.diagonal())
 
 
 def delassus(el: Elements, mass: BlockDiagonal):
@@ -594,6 +620,10 @@ def mass(args) -> BlockDiagonal:
     return args[1].mass
 
 
+def resolution(args):
+    return args[1].resolution
+
+
 def free_flight(args):
     """ũ, gravity's impulse included: where the step goes without any other term."""
     return args[1].u_free
@@ -647,4 +677,4 @@ def body_contacts(u, args, margin=0.0):
 
 
 PROBLEM = Problem(value=value, gradient=gradient, hessian=hessian, along=along, rows=rows,
-                  mass=mass, start=free_flight)
+                  mass=mass, start=free_flight, resolution=resolution)

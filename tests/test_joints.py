@@ -548,7 +548,7 @@ _ROWS_PROBLEM = Problem(
     value=lambda u, args: 0.5 * jnp.sum((u - args["free"]) ** 2),
     gradient=lambda u, args: u - args["free"], hessian=None, along=None,
     rows=lambda u, args: _one_body_rows(args), mass=lambda args: _UNIT_MASS,
-    start=lambda args: args["free"])
+    start=lambda args: args["free"], resolution=lambda args: jnp.zeros_like(args["free"]))
 
 
 def test_dual_clamps_one_sided_joint_rows_and_leaves_two_sided_ones_free():

@@ -1,6 +1,6 @@
 """The solvers' driver (`jaxcontact.solvers.base.Solver.solve`) and settings, on a toy problem
 built here so that the module compiles in seconds: Φ(u) = ½ (u - ũ)ᵀ M (u - ũ) + ½ uᵀ K u
-- bᵀ u + Σ_i c_i huber(u_i - a_i) in three unknowns (a `Problem` of the seven functions,
+- bᵀ u + Σ_i c_i huber(u_i - a_i) in three unknowns (a `Problem` of the eight functions,
 derivatives by autodiff; its Hessian one dense block).
 
 - A start that is already converged takes no iteration; Newton solves a strictly convex
@@ -8,7 +8,8 @@ derivatives by autodiff; its Hessian one dense block).
 - Descent's fixed step α on a quadratic shrinks the error by exactly (1 - α) per iteration:
   the cap is honoured and reported as `Result.MAX_ITERATIONS`.
 - An iteration that cannot move ends the solve as `Result.STALLED`, a non-finite one as
-  `Result.NONFINITE`.
+  `Result.NONFINITE`; one that cannot move with its residual within `RESOLUTION_ULPS` times
+  the step's resolution (`Problem.resolution`) has converged.
 - The tolerance is max(tol, ROUNDING_ULPS eps (|u| + |ũ|)) per degree of freedom, and the
   driver judges convergence against it DOF by DOF.
 - Newton's residual is its last step, or M⁻¹ ∇Φ where smaller.
@@ -72,15 +73,17 @@ def _along(u, d, alpha, args):
 
 
 PROBLEM = Problem(value=_value, gradient=jax.grad(_value), hessian=_hessian, along=_along,
-                  rows=lambda u, args: (), mass=_mass, start=lambda args: args["free"])
+                  rows=lambda u, args: (), mass=_mass, start=lambda args: args["free"],
+                  resolution=lambda args: args["resolution"])
 
 
 def _args(free=(0.3, -1.2, 2.0), b=(0.5, -0.4, 1.0), c=(0.0, 0.0, 0.0), a=(0.0, 0.0, 0.0),
-          coupling=0.3):
+          coupling=0.3, resolution=(0.0, 0.0, 0.0)):
     """Unit-ish masses, a positive definite K with off-diagonal coupling."""
     K = np.array([[2.0, coupling, 0.0], [coupling, 1.0, coupling], [0.0, coupling, 3.0]])
     return {name: jnp.asarray(value, jnp.float64) for name, value in (
-        ("free", free), ("b", b), ("c", c), ("a", a), ("K", K), ("mass", (1.0, 2.0, 0.5)))}
+        ("free", free), ("b", b), ("c", c), ("a", a), ("K", K), ("mass", (1.0, 2.0, 0.5)),
+        ("resolution", resolution))}
 
 
 def _quadratic_answer(args):
@@ -187,6 +190,20 @@ def test_an_iteration_that_cannot_move_reports_stalled():
     g = np.asarray(jax.grad(_value)(args["free"], args))
     assert stats["residual"] == pytest.approx(np.max(np.abs(g / np.asarray(args["mass"]))),
                                               rel=1e-14)
+
+
+@pytest.mark.parametrize("margin", [0.99, 1.01])
+def test_a_solve_stopped_by_rounding_converges_within_the_resolution_of_its_step(margin):
+    # a solve that cannot move is converged where each DOF's residual is within
+    # RESOLUTION_ULPS times the step's resolution (Problem.resolution), and stalled beyond
+    args = _args()
+    r = np.abs(np.asarray(jax.grad(_value)(args["free"], args)) / np.asarray(args["mass"]))
+    args["resolution"] = jnp.asarray(r / (margin * tolerances.RESOLUTION_ULPS))
+    _, stats = _solve(_Stuck(tol=TOL), args)
+    within = margin < 1.0
+    assert stats["converged"] is within
+    assert stats["result"] == int(jc.Result.SUCCESS if within else jc.Result.STALLED)
+    assert stats["tolerance"] == pytest.approx(np.max(r) / margin)
 
 
 def test_a_non_finite_iteration_reports_nonfinite():

@@ -144,5 +144,8 @@ class Newton(base.Solver):
         _, hessian = problem.hessian(u, args, "newton")
         d = self.direction(hessian, g, args)
         alpha = self.search(problem, u, d, jnp.dot(g, d), args)
-        u = u + alpha * d
-        return NewtonCarry(u, problem.gradient(u, args), d), alpha > 0.0
+        step = alpha * d
+        u = u + step
+        # a step below the rounding of u's largest entry: the solve is at its precision
+        moved = jnp.max(jnp.abs(step)) > jnp.finfo(u.dtype).eps * jnp.max(jnp.abs(u))
+        return NewtonCarry(u, problem.gradient(u, args), d), moved

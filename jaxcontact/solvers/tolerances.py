@@ -8,6 +8,10 @@ TOL_FLOAT32 = 3e-4
 # Converged within this many multiples of the rounding of M (u - ũ) (rounding alone: ~1-10).
 ROUNDING_ULPS = 64.0
 
+# A solve that Φ's rounding stops is converged within this many multiples of the velocity the
+# step's configuration resolves (eps |q| / Δt per DOF): joints' rows sum ~8 rounded terms.
+RESOLUTION_ULPS = 8.0
+
 # Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)|: three digits of the minimizer.
 LINE_TOL = 1e-3
 # ... or once its bracket is this narrow relative to its upper end (φ ~1 % off its min; note 58).
