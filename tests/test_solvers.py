@@ -19,6 +19,7 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact import dofs, terms
+from jaxcontact.solvers import tolerances
 from jaxcontact.solvers.dual import project_cone, project_contact
 from _helpers import contact_share, solver_rollout, solver_run, solver_scene
 
@@ -448,4 +449,5 @@ def test_line_search_finds_the_minimum_where_the_curvature_jumps(start, breaks, 
     problem = _Slopes(start, breaks, curvatures)
     alpha = jc.Newton().search(problem, None, None, jnp.asarray(start), None)
     slope, _ = problem.along(None, None, alpha, None)
-    assert 0.0 < float(alpha) and abs(float(slope)) <= 1e-3 * abs(start), (alpha, slope)
+    assert 0.0 < float(alpha) and abs(float(slope)) <= tolerances.LINE_TOL * abs(start), (
+        alpha, slope)

@@ -12,8 +12,9 @@ ROUNDING_ULPS = 64.0
 # step's configuration resolves (eps |q| / Δt per DOF): joints' rows sum ~8 rounded terms.
 RESOLUTION_ULPS = 8.0
 
-# Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)|: three digits of the minimizer.
-LINE_TOL = 1e-3
+# Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)| (strong Wolfe, c₂ = 0.1): the
+# humanoid's searches take 2.4 evaluations against 4.2 at 1e-3, Newton's iterations unchanged.
+LINE_TOL = 0.1
 # ... or once its bracket is this narrow relative to its upper end (φ ~1 % off its min; note 58).
 LINE_WIDTH = 0.1
 
