@@ -3,9 +3,8 @@
 A solver supplies `start` (its first carry, a NamedTuple with the iterate `u` and ∇Φ there `g`)
 and `iteration`; `solve` runs them in one bounded loop, freezing a scene once it has converged
 (its residual, an estimate of u - u*, within max(tol, `tolerances.ROUNDING_ULPS` eps (|u| + |ũ|))
-per DOF, m/s or rad/s; design note 57), stopped moving or gone non-finite. A scene that stopped
-moving is converged where its residual is within `tolerances.RESOLUTION_ULPS` times what the
-step resolves in its precision (`Problem.resolution`; design note 59).
+per DOF, m/s or rad/s; design note 57; where it stopped moving, within RESOLUTION_ULPS times
+`Problem.resolution`, note 59), stopped moving or gone non-finite.
 """
 
 from __future__ import annotations
@@ -137,8 +136,7 @@ class Solver:
         carry, used, _, bad, stuck = final
         u, r, tol = carry.u, self.residual(problem, carry, args), self.tolerance(carry.u, start)
         ok = ~bad & finite(r) & finite(u)
-        # stopped by rounding (Φ decreases no further): converged within the precision's
-        # resolution of the step (`Problem.resolution`; design note 59)
+        # stopped by rounding: converged within the step's resolution (module docstring)
         tol = jnp.where(stuck, jnp.maximum(tol, jax.lax.stop_gradient(
             tolerances.RESOLUTION_ULPS * problem.resolution(args))), tol)
         done = ok & jnp.all(jnp.abs(r) <= tol)

@@ -119,6 +119,8 @@ class Newton(base.Solver):
             secant = lo - s_lo * (top - lo) / rise
             new = jnp.where(inside, newton, secant)
             new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + top), new)
+            # φ' at hi 100x steeper than at lo (inverting elements): shrink the bracket tenfold
+            new = jnp.where(bracketed & (s_hi > -100.0 * s_lo), lo + 0.1 * (top - lo), new)
             # no upper end yet: step out
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))
@@ -145,7 +147,6 @@ class Newton(base.Solver):
         d = self.direction(hessian, g, args)
         alpha = self.search(problem, u, d, jnp.dot(g, d), args)
         step = alpha * d
-        u = u + step
-        # a step below the rounding of u's largest entry: the solve is at its precision
+        # moved: a step above the rounding of u's largest entry (else at its precision)
         moved = jnp.max(jnp.abs(step)) > jnp.finfo(u.dtype).eps * jnp.max(jnp.abs(u))
-        return NewtonCarry(u, problem.gradient(u, args), d), moved
+        return NewtonCarry(u + step, problem.gradient(u + step, args), d), moved

@@ -8,12 +8,10 @@ TOL_FLOAT32 = 3e-4
 # Converged within this many multiples of the rounding of M (u - ũ) (rounding alone: ~1-10).
 ROUNDING_ULPS = 64.0
 
-# A solve that Φ's rounding stops is converged within this many multiples of the velocity the
-# step's configuration resolves (eps |q| / Δt per DOF): joints' rows sum ~8 rounded terms.
+# A solve rounding stops: within this many resolutions eps|q|/Δt (a joint sums ~8 roundings).
 RESOLUTION_ULPS = 8.0
 
-# Newton's line search stops at |φ'(α)| <= LINE_TOL |φ'(0)| (strong Wolfe, c₂ = 0.1): the
-# humanoid's searches take 2.4 evaluations against 4.2 at 1e-3, Newton's iterations unchanged.
+# Line search: |φ'(α)| <= LINE_TOL |φ'(0)| (strong Wolfe; 1e-3: 4.2 φ' per humanoid search, 2.4).
 LINE_TOL = 0.1
 # ... or once its bracket is this narrow relative to its upper end (φ ~1 % off its min; note 58).
 LINE_WIDTH = 0.1
