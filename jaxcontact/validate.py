@@ -94,6 +94,11 @@ def integer(name, value, *, low=None) -> int:
     return int(value)
 
 
+def integer_setting(settings, name, *, low=1) -> None:
+    """Validate the int field `name` (>= low) of a frozen dataclass; store it as an int."""
+    object.__setattr__(settings, name, integer(name, getattr(settings, name), low=low))
+
+
 def index(name, value, count, *, world=False) -> int:
     """An index in [0, count), or -1 (the world) when `world`."""
     low = -1 if world else 0

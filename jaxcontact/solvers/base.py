@@ -27,13 +27,7 @@ def default_tol(dtype) -> float:
     return tolerances.TOL_FLOAT64 if jnp.dtype(dtype) == jnp.float64 else tolerances.TOL_FLOAT32
 
 
-def check_int(settings, name):
-    """Validate the int setting `name` (>= 1) and store it as a Python int."""
-    object.__setattr__(settings, name, check.integer(name, getattr(settings, name), low=1))
-
-
 def finite(x):
-    """Whether every entry of x is finite (a scalar bool)."""
     return jnp.all(jnp.isfinite(x))
 
 
@@ -64,7 +58,7 @@ class Solver:
     gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        check_int(self, "iterations")
+        check.integer_setting(self, "iterations")
         if self.tol is not None:
             check.number("tol", self.tol, positive=True)
         check.boolean("early_exit", self.early_exit)
@@ -137,7 +131,6 @@ class Solver:
         carry, used, _, bad, stuck = final
         u, r, tol = carry.u, self.residual(problem, carry, args), self.tolerance(carry.u, start)
         ok = ~bad & finite(r) & finite(u)
-        # stopped by rounding: converged within the step's resolution (module docstring)
         tol = jnp.where(stuck, jnp.maximum(tol, jax.lax.stop_gradient(
             tolerances.RESOLUTION_ULPS * problem.resolution(args))), tol)
         done = ok & jnp.all(jnp.abs(r) <= tol)

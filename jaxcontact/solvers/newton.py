@@ -50,10 +50,10 @@ class Newton(base.Solver):
 
     def __post_init__(self):
         super().__post_init__()
-        base.check_int(self, "line_search")
+        check.integer_setting(self, "line_search")
         check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
         if self.krylov_iterations is not None:
-            base.check_int(self, "krylov_iterations")
+            check.integer_setting(self, "krylov_iterations")
         check.choice("linear", self.linear, LINEAR_SOLVERS)
 
     def method(self, n: int) -> str:
