@@ -117,8 +117,9 @@ def run_structure(index, seed, dtype_name, count, steps, chunk):
     }
     jax.clear_caches()
     gc.collect()
-    if hasattr(ctypes.CDLL(None), "malloc_trim"):   # glibc: hand freed heap back to the OS
-        ctypes.CDLL(None).malloc_trim(0)
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "malloc_trim"):   # glibc: hand freed heap back to the OS
+        libc.malloc_trim(0)
     return record, out
 
 
