@@ -131,3 +131,20 @@ def cholesky_solve(a, b):
     factor = jnp.linalg.cholesky(a)
     ok = jnp.all(jnp.isfinite(factor))
     return jax.scipy.linalg.cho_solve((factor, True), b), ok
+
+
+def indefinite(a):
+    """Whether each symmetric (..., d, d) matrix has an eigenvalue below -√eps max|a|: its
+    Cholesky factorization with that shift fails (a positive semi-definite matrix's rounding,
+    its null space included, passes)."""
+    scale = jnp.sqrt(jnp.finfo(a.dtype).eps) * jnp.max(jnp.abs(a), axis=(-2, -1))
+    shift = scale[..., None, None] * jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return ~jnp.all(jnp.isfinite(jnp.linalg.cholesky(a + shift)), axis=(-2, -1))
+
+
+def project_psd(a):
+    """Each symmetric (..., d, d) matrix with its negative eigenvalues set to zero: the nearest
+    positive semi-definite matrix in the Frobenius norm (LAPACK's eigh, about 10-20 µs per
+    12 x 12 matrix on the 2-core CPU against 0.4 µs for `indefinite`'s Cholesky)."""
+    w, v = jnp.linalg.eigh(a)
+    return (v * jnp.maximum(w, 0.0)[..., None, :]) @ jnp.swapaxes(v, -1, -2)

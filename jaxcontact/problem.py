@@ -118,6 +118,7 @@ class Hessian:
       size:     static n.
       coarse:   the meshes' `aggregation.CoarseSpace` for multilevel preconditioning, or None.
       convex:   static, every term is convex (`terms.convex`): H is positive definite.
+      project:  static, per term: Newton projects its indefinite A_e (`project_directions`).
     """
 
     diagonal: BlockDiagonal
@@ -128,6 +129,7 @@ class Hessian:
     size: int = struct.field(pytree_node=False)
     coarse: Any = None
     convex: bool = struct.field(pytree_node=False, default=False)
+    project: tuple = struct.field(pytree_node=False, default=())
 
     def matvec(self, v):
         out = self.diagonal.apply(v)

@@ -133,6 +133,8 @@ class Term:
       reports_gaps: the term is a contact: `gaps` gives its rows' gaps for `StepInfo`.
       gauss_newton_directions: Newton's directions (and Descent's preconditioner) take the
         row term's Gauss-Newton Hessian (`gauss_newton`); the implicit gradients the exact one.
+      project_directions: Newton's directions take the element Hessians projected to positive
+        semi-definite where one is indefinite (`linalg.project_psd`: solids, design note 60).
     """
 
     name: str = "term"
@@ -143,6 +145,7 @@ class Term:
     stages: tuple = ()
     reports_gaps: bool = False
     gauss_newton_directions: bool = False
+    project_directions: bool = False
 
     def elements(self, model, state, control, stages) -> Elements:
         """Blocks, start poses and parameters of the elements for the step at `state`."""
@@ -547,7 +550,7 @@ def hessian(u, args, form="exact"):
     n = layout(model).size
     at = turns(u, args)
     g = ctx.mass.apply(u - ctx.u_free)
-    local, index, blocks, slots = [], [], [], []
+    local, index, blocks, slots, project = [], [], [], [], []
     for term, el in _smooth(model, ctx):
         g_e, h_e = _each(_gradient_and_hessian, term, el, model.dt, dofs.gather(u, el.index),
                          _turn_of(at, term, el), extra=(form,))
@@ -556,8 +559,9 @@ def hessian(u, args, form="exact"):
         index.append(el.index)
         blocks.append(dofs.block_ids(el.bodies, el.particles))
         slots.append(dofs.slots(term.n_bodies, term.n_particles))
+        project.append(term.project_directions)
     return g, Hessian(ctx.mass, tuple(local), tuple(index), tuple(blocks), tuple(slots), n,
-                      ctx.coarse, convex(model))
+                      ctx.coarse, convex(model), tuple(project))
 
 
 def along(u, d, alpha, args):

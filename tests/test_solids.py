@@ -178,20 +178,23 @@ def inverted(state, offset=0.09):
     return state.replace(particle_pos=jnp.asarray(pos))
 
 
-def test_an_inverted_neo_hookean_solid_stays_finite_and_says_it_did_not_converge(cube):
-    """The continued log keeps Neo-Hookean finite through inversion, but as a barrier so
-    steep that Newton cannot settle most steps, and says so (the documented behaviour;
-    stable_neo_hookean is the material for large compressions): states stay finite (a
-    non-finite iterate is never kept), and a step reports converged only within its
-    tolerance."""
+def test_an_inverted_neo_hookean_solid_turns_right_side_up_and_reports_its_hard_steps(cube):
+    """The continued log keeps Neo-Hookean finite through inversion, as a steep barrier.
+    Newton's directions take the tetrahedra's Hessians projected to positive semi-definite
+    (design note 60), so the solid turns right side up within the first steps; the steps
+    that reach the iteration cap (12) on the way say so, and a step reports converged only
+    within its tolerance (measured: the first 3 of 80 steps unconverged, none inverted
+    after step 2)."""
     model, state, run = cube
     start = inverted(state)
     tets = np.asarray(model.solid.tets)
     assert np.sum(jc.meshes.tet_volumes(np.asarray(start.particle_pos), tets) < 0) == 6
     _, traj, info = run(model, start)
     assert np.all(np.isfinite(np.asarray(traj.particle_pos)))
+    for pos in np.asarray(traj.particle_pos[10:]):
+        assert np.all(jc.meshes.tet_volumes(pos, tets) > 0)
     converged = np.asarray(info.converged)
-    assert converged.mean() < 0.5
+    assert converged.mean() > 0.9 and converged[10:].all()
     assert np.all(np.asarray(info.residual)[converged] <= np.asarray(info.tolerance)[converged])
     assert np.all(np.asarray(info.result)[~converged] != int(jc.Result.SUCCESS))
 

@@ -451,3 +451,21 @@ def test_line_search_finds_the_minimum_where_the_curvature_jumps(start, breaks, 
     slope, _ = problem.along(None, None, alpha, None)
     assert 0.0 < float(alpha) and abs(float(slope)) <= tolerances.LINE_TOL * abs(start), (
         alpha, slope)
+
+
+def test_element_projection_clamps_negative_eigenvalues_and_keeps_psd_matrices():
+    """`linalg.project_psd` (Newton's directions for solids, design note 60): the nearest
+    positive semi-definite matrix, eigenvectors kept, negative eigenvalues set to 0; the
+    Cholesky test flags only matrices with an eigenvalue below -√eps max|a| (a rank-deficient
+    PSD matrix, like a tetrahedron's with its rigid modes, passes)."""
+    from jaxcontact import linalg
+    rng = np.random.default_rng(3)
+    q = np.linalg.qr(rng.normal(size=(12, 12)))[0]
+    w = np.linspace(-2.0, 5.0, 12)
+    a = q @ np.diag(w) @ q.T
+    psd = q @ np.diag(np.maximum(w, 0.0)) @ q.T
+    np.testing.assert_allclose(linalg.project_psd(jnp.asarray(a)), psd, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.eigvalsh(np.asarray(linalg.project_psd(jnp.asarray(a)))),
+                               np.sort(np.maximum(w, 0.0)), atol=1e-12)
+    flags = linalg.indefinite(jnp.asarray(np.stack([a, psd, q[:, :6] @ q[:, :6].T])))
+    assert flags.tolist() == [True, False, False]

@@ -53,6 +53,7 @@ class SolidTerm(terms.EnergyTerm):
     material: str
     tets: tuple
     n_particles = 4
+    project_directions = True   # Ψ(F) is not convex in the corners (stretch, inversion)
 
     @property
     def name(self):

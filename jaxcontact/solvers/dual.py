@@ -124,8 +124,7 @@ class Dual(base.Solver):
 
     def check(self, model):
         """ValueError naming every term without a compliance form (declared row kinds)."""
-        reasons = [r for r in (t.without_rows() for t in model.terms) if r]
-        if reasons:
+        if reasons := [r for r in (t.without_rows() for t in model.terms) if r]:
             raise ValueError("solver Dual needs every term in compliance form (constraint "
                              "rows of declared kinds): " + "; ".join(reasons))
 

@@ -26,9 +26,8 @@ def iterate(iteration, init, length, early_exit, done):
 def working_width(batch: int, unknowns: int | None = None) -> int:
     """How many scenes of a vmapped batch, each of `unknowns` unknowns (None: not known), one
     pass of `until_done` iterates: the whole batch on accelerators."""
-    if jax.default_backend() != "cpu":
-        return batch
-    return min(batch, _WORKING_WIDTH_CPU, max(1, _WORKING_DOFS_CPU // max(1, unknowns or 1)))
+    cpu = min(batch, _WORKING_WIDTH_CPU, max(1, _WORKING_DOFS_CPU // max(1, unknowns or 1)))
+    return cpu if jax.default_backend() == "cpu" else batch
 
 
 def until_done(iteration, init, operands, length, done, unknowns=None):

@@ -2,8 +2,8 @@
 Han 2022, Sec. VI; Theorem 1: it converges from any start where H is positive definite): each
 iteration takes d = -H⁻¹ ∇Φ(u), H = ∇²Φ(u) (joints, limits: Gauss-Newton parts), then
 minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (resolved where Φ's changes are
-not). Where H is indefinite the dense solve adds the modified Cholesky diagonal
-(`linalg.solve_convexified`) and conjugate gradients take |pᵀHp|, so d descends (design note 57).
+not). Solids' indefinite element Hessians are projected to PSD (design note 60); where H is
+still indefinite the dense solve adds the modified Cholesky diagonal, CG takes |pᵀHp| (note 57).
 """
 
 from __future__ import annotations
@@ -68,11 +68,13 @@ class Newton(base.Solver):
     def residual(self, problem, carry, args):
         # the last Newton step, or M⁻¹ ∇Φ where smaller (`solvers.base`)
         scaled = problem.mass(args).solve(carry.g)
-        smaller = jnp.max(jnp.abs(scaled)) <= jnp.max(jnp.abs(carry.d))
-        return jnp.where(smaller, scaled, carry.d)
+        return jnp.where(jnp.max(jnp.abs(scaled)) <= jnp.max(jnp.abs(carry.d)), scaled, carry.d)
 
     def direction(self, hessian, g, args):
         """d = -H⁻¹ g (module docstring), dense or by preconditioned conjugate gradients."""
+        hessian = hessian.replace(local=tuple(loop.where_needed(
+            jnp.any(linalg.indefinite(a)), linalg.project_psd, a, a, self.loops_exit_early)
+            if p else a for a, p in zip(hessian.local, hessian.project)))
         if self.method(hessian.size) == "dense":
             a, metric = hessian.dense(), hessian.diagonal.diagonal()
             if hessian.size <= linalg.ELIMINATION_MAX:
