@@ -156,3 +156,15 @@ def test_empty_broad_phase_slots_add_nothing_to_the_step():
                                    err_msg=name)
     # the touching pairs do act: the Hessian couples the first spheres
     assert np.max(np.abs(out["sweep"][2][:6, 6:12])) > 1e-3
+
+
+def test_the_default_window_covers_a_dense_pile():
+    """`default_window` (2 n^(2/3)): a 10 x 10 x 4 pile of 400 touching spheres, 80 successors
+    deep in sweep order, is swept without overflow; the former fixed window of 24 overflowed
+    on every step of that pile (design note 60)."""
+    scene = jc.scenes.sphere_pile(400, spacing=0.1, jitter=0.0)   # every neighbour touching
+    model, state = scene.build(dtype=jnp.float64)
+    assert bp.default_window(400) == 109 and bp.default_window(8) == 24
+    assert not bool(_context(model, state).overflow)
+    small, _ = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(window=24))
+    assert bool(_context(small, state).overflow)
