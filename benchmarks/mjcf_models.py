@@ -10,11 +10,18 @@ MJX (`mujoco.mjx`, MuJoCo's default solver settings for the file, the same initi
 noise) on the same file, batch and steps, in the same process: compile time and
 scene-steps/s, and the ratio jaxcontact / MJX.
 
+`--devices D` splits the host CPU into D XLA devices and shards both simulators' batches
+over them (`jc.parallel.shard_batch` for ours, the same `NamedSharding` for MJX's initial
+velocities): each device steps its slice on its own thread. Without it (default) XLA's
+intra-op threads are the only parallelism, which MJX's large batched operations use and our
+per-scene working sets (`solvers.loop`) do not (design note 60).
+
 Writes results/<name>.json.
 
 Usage:
     python benchmarks/mjcf_models.py --models humanoid --batch 16 64 --steps 100
     python benchmarks/mjcf_models.py --models hopper reacher ant --batch 1 --steps 200 --skip-mjx
+    python benchmarks/mjcf_models.py --models humanoid --batch 16 64 --devices 2
 """
 
 from __future__ import annotations
@@ -53,7 +60,8 @@ def run_ours(path, batch, steps, dtype, repeats, seed):
     # a small random spin of every body about its own centre (joint velocities are not our
     # coordinates: bodies are maximal coordinates, joints penalties)
     spin = 0.1 * jax.random.normal(k1, (batch,) + state.ang_vel.shape, dtype)
-    states = jax.vmap(lambda w: state.replace(ang_vel=state.ang_vel + w))(spin)
+    states = jc.parallel.shard_batch(
+        jax.vmap(lambda w: state.replace(ang_vel=state.ang_vel + w))(spin))
 
     def run(states):
         return jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True))(states)
@@ -86,6 +94,9 @@ def run_mjx(path, batch, steps, repeats, seed):
     mx = mjx.put_model(m)
     d0 = mjx.make_data(mx)
     qvel = 0.1 * jax.random.normal(jax.random.PRNGKey(seed), (batch, m.nv))
+    mesh = jax.make_mesh((len(jax.devices()),), ("batch",),
+                         axis_types=(jax.sharding.AxisType.Auto,))
+    qvel = jax.device_put(qvel, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch")))
 
     def run(qvel):
         def one(v):
@@ -114,8 +125,13 @@ def main():
     p.add_argument("--float64", action="store_true")
     p.add_argument("--skip-mjx", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--devices", type=int, default=1,
+                   help="host CPU devices the batches are sharded over (module docstring)")
     p.add_argument("--name", default="mjcf_models")
     args = p.parse_args()
+    if args.devices > 1:   # before jax is imported
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   f" --xla_force_host_platform_device_count={args.devices}")
 
     import jax
 

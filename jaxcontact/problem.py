@@ -238,9 +238,9 @@ class Problem(NamedTuple):
     parameter; `args` is their last argument).
 
     Attributes:
-      value:    Φ(u, args) -> (): the step's potential, one fixed convex function of u
-                wherever the smooth terms are convex.
-      gradient: (u, args) -> (n,): ∇Φ, zero at the solution.
+      gradient: (u, args) -> (n,): ∇Φ, zero at the solution (Φ, the step's potential, one
+                fixed convex function of u wherever the smooth terms are convex, is
+                `terms.value`; no solver needs its values, only its slopes: `along`).
       hessian:  (u, args, form="exact") -> (∇Φ, `Hessian` ∇²Φ); form "newton": joints'
                 and limits' Gauss-Newton part (Newton's directions), "reweighted": also
                 friction's curvature reweighted (Descent's preconditioner).
@@ -252,7 +252,6 @@ class Problem(NamedTuple):
                 precision (a solver stopped by rounding is converged within a multiple).
     """
 
-    value: Callable
     gradient: Callable
     hessian: Callable
     along: Callable

@@ -680,5 +680,5 @@ def body_contacts(u, args, margin=0.0):
     return touching
 
 
-PROBLEM = Problem(value=value, gradient=gradient, hessian=hessian, along=along, rows=rows,
+PROBLEM = Problem(gradient=gradient, hessian=hessian, along=along, rows=rows,
                   mass=mass, start=free_flight, resolution=resolution)

@@ -545,7 +545,6 @@ def _one_body_rows(args):
 _UNIT_MASS = BlockDiagonal((jnp.eye(6)[None], jnp.zeros((0, 3, 3))),
                            inverses=(jnp.eye(6)[None], jnp.zeros((0, 3, 3))))
 _ROWS_PROBLEM = Problem(
-    value=lambda u, args: 0.5 * jnp.sum((u - args["free"]) ** 2),
     gradient=lambda u, args: u - args["free"], hessian=None, along=None,
     rows=lambda u, args: _one_body_rows(args), mass=lambda args: _UNIT_MASS,
     start=lambda args: args["free"], resolution=lambda args: jnp.zeros_like(args["free"]))

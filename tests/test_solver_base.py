@@ -72,7 +72,7 @@ def _along(u, d, alpha, args):
     return jax.jvp(slope, (alpha,), (jnp.ones_like(alpha),))
 
 
-PROBLEM = Problem(value=_value, gradient=jax.grad(_value), hessian=_hessian, along=_along,
+PROBLEM = Problem(gradient=jax.grad(_value), hessian=_hessian, along=_along,
                   rows=lambda u, args: (), mass=_mass, start=lambda args: args["free"],
                   resolution=lambda args: args["resolution"])
 
