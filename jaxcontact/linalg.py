@@ -133,13 +133,14 @@ def cholesky_solve(a, b):
     return jax.scipy.linalg.cho_solve((factor, True), b), ok
 
 
-def indefinite(a):
-    """Whether each symmetric (..., d, d) matrix has an eigenvalue below -√eps max|a|: its
-    Cholesky factorization with that shift fails (a positive semi-definite matrix's rounding,
-    its null space included, passes)."""
+def indefinite(a, floor=0.0):
+    """Whether each symmetric (..., d, d) matrix plus diag(floor) (floor (..., d) or scalar)
+    has an eigenvalue below -√eps max|a|: its Cholesky factorization with that shift fails (a
+    positive semi-definite matrix's rounding, its null space included, passes)."""
     scale = jnp.sqrt(jnp.finfo(a.dtype).eps) * jnp.max(jnp.abs(a), axis=(-2, -1))
-    shift = scale[..., None, None] * jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
-    return ~jnp.all(jnp.isfinite(jnp.linalg.cholesky(a + shift)), axis=(-2, -1))
+    shift = jnp.broadcast_to(scale[..., None] + floor, a.shape[:-1])
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return ~jnp.all(jnp.isfinite(jnp.linalg.cholesky(a + shift[..., None] * eye)), axis=(-2, -1))
 
 
 def project_psd(a):

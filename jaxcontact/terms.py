@@ -133,8 +133,8 @@ class Term:
       reports_gaps: the term is a contact: `gaps` gives its rows' gaps for `StepInfo`.
       gauss_newton_directions: Newton's directions (and Descent's preconditioner) take the
         row term's Gauss-Newton Hessian (`gauss_newton`); the implicit gradients the exact one.
-      project_directions: Newton's directions take the element Hessians projected to positive
-        semi-definite where one is indefinite (`linalg.project_psd`: solids, design note 60).
+      project_directions: Newton's directions take the element Hessians that could make H
+        indefinite projected to positive semi-definite (`Hessian.projected`: solids, note 60).
     """
 
     name: str = "term"

@@ -469,3 +469,28 @@ def test_element_projection_clamps_negative_eigenvalues_and_keeps_psd_matrices()
                                np.sort(np.maximum(w, 0.0)), atol=1e-12)
     flags = linalg.indefinite(jnp.asarray(np.stack([a, psd, q[:, :6] @ q[:, :6].T])))
     assert flags.tolist() == [True, False, False]
+    # with a floor (an element's share of the mass): indefinite only below -floor
+    assert linalg.indefinite(jnp.asarray(a), 1.9).tolist() is True
+    assert linalg.indefinite(jnp.asarray(a), 2.1).tolist() is False
+
+
+def test_newton_projects_only_the_elements_that_could_make_the_hessian_indefinite():
+    """`Hessian.projected` (design note 60): an element of a solid whose negative curvature
+    its share of the mass covers is kept as it is (H stays positive definite with it); one
+    whose negative curvature exceeds that share has its negative eigenvalues set to 0."""
+    verts = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 0.1]])
+    scene = jc.Scene(gravity=(0.0, 0.0, 0.0))
+    scene.add_solid(verts, np.array([[0, 1, 2, 3]]), density=1000.0, youngs_modulus=1e4,
+                    poisson_ratio=0.3)
+    model, state = scene.build(dtype=jnp.float64)
+    args = (model, terms.prepare(model, state, jc.Control.zeros(0, 0, jnp.float64)))
+    _, hessian = terms.hessian(args[1].u_free, args, "newton")
+    (k,) = [k for k, p in enumerate(hessian.project) if p]
+    share = float(hessian.diagonal.diagonal()[0])        # 4 particles of one tetrahedron
+    q = np.linalg.qr(np.random.default_rng(0).normal(size=(12, 12)))[0]
+    for lowest, projected in ((-0.5 * share, False), (-2.0 * share, True)):
+        w = np.linspace(lowest, 3.0 * share, 12)
+        a = jnp.asarray(q @ np.diag(w) @ q.T)[None]
+        out = hessian.replace(local=hessian.local[:k] + (a,) + hessian.local[k + 1:]).projected()
+        expect = q @ np.diag(np.maximum(w, 0.0) if projected else w) @ q.T
+        np.testing.assert_allclose(out.local[k][0], expect, atol=1e-9 * share)

@@ -72,9 +72,7 @@ class Newton(base.Solver):
 
     def direction(self, hessian, g, args):
         """d = -H⁻¹ g (module docstring), dense or by preconditioned conjugate gradients."""
-        hessian = hessian.replace(local=tuple(loop.where_needed(
-            jnp.any(linalg.indefinite(a)), linalg.project_psd, a, a, self.loops_exit_early)
-            if p else a for a, p in zip(hessian.local, hessian.project)))
+        hessian = hessian.projected()
         if self.method(hessian.size) == "dense":
             a, metric = hessian.dense(), hessian.diagonal.diagonal()
             if hessian.size <= linalg.ELIMINATION_MAX:
