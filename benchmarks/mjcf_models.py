@@ -66,6 +66,11 @@ def run_ours(path, batch, steps, dtype, repeats, seed):
     def run(states):
         return jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True))(states)
 
+    if len(jax.devices()) > 1:   # each device its own slice, its loops its own (no collectives)
+        batch_spec = jax.sharding.PartitionSpec("batch")
+        run = jax.shard_map(run, mesh=jc.parallel.batch_mesh(), in_specs=batch_spec,
+                            out_specs=batch_spec, check_vma=False)
+
     t0 = time.perf_counter()
     compiled = jit(run).lower(states).compile()
     compile_s = time.perf_counter() - t0
