@@ -11,8 +11,8 @@ noise) on the same file, batch and steps, in the same process: compile time and
 scene-steps/s, and the ratio jaxcontact / MJX.
 
 `--devices D` splits the host CPU into D XLA devices and shards both simulators' batches
-over them (`jc.parallel.shard_batch` for ours, the same `NamedSharding` for MJX's initial
-velocities): each device steps its slice on its own thread. Without it (default) XLA's
+over them (`jc.parallel.shard_batch` and `jc.map_batch` for ours, the same `NamedSharding`
+for MJX's initial velocities, partitioned by GSPMD): each device steps its slice on its own thread. Without it (default) XLA's
 intra-op threads are the only parallelism, which MJX's large batched operations use and our
 per-scene working sets (`solvers.loop`) do not (design note 60).
 
@@ -66,10 +66,8 @@ def run_ours(path, batch, steps, dtype, repeats, seed):
     def run(states):
         return jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True))(states)
 
-    if len(jax.devices()) > 1:   # each device its own slice, its loops its own (no collectives)
-        batch_spec = jax.sharding.PartitionSpec("batch")
-        run = jax.shard_map(run, mesh=jc.parallel.batch_mesh(), in_specs=batch_spec,
-                            out_specs=batch_spec, check_vma=False)
+    if len(jax.devices()) > 1:   # each device its slice, its loops its own (jc.map_batch)
+        run = jc.map_batch(run)
 
     t0 = time.perf_counter()
     compiled = jit(run).lower(states).compile()

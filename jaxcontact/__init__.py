@@ -8,7 +8,7 @@ from jaxcontact.failure import SimulationError, SimulationWarning, check_rollout
 from jaxcontact.models import sdf
 from jaxcontact.models.broad_phase import BroadPhase
 from jaxcontact.models.contact import Contact, damping_to_restitution, restitution_to_damping
-from jaxcontact.parallel import batch_mesh, shard_batch
+from jaxcontact.parallel import batch_mesh, map_batch, shard_batch
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
 from jaxcontact.solvers import Descent, Dual, Implicit, Newton, Unrolled
@@ -24,5 +24,5 @@ __all__ = [
     "Implicit", "Joint", "Local", "Model", "Motor", "Newton", "Particle", "Plane",
     "RESULT_MESSAGES", "Result", "Scene", "Shape", "SimulationError", "SimulationWarning", "Solid",
     "Spring", "State", "StepInfo", "Unrolled", "batch_mesh", "check_rollout",
-    "control", "damping_to_restitution", "data", "domain", "io", "jit", "learned", "meshes", "observe", "optim", "randomize", "rollout", "restitution_to_damping", "sdf", "shard_batch", "step", "viz",
+    "control", "damping_to_restitution", "data", "domain", "io", "jit", "learned", "map_batch", "meshes", "observe", "optim", "randomize", "rollout", "restitution_to_damping", "sdf", "shard_batch", "step", "viz",
 ]

@@ -70,6 +70,17 @@ def main():
     facts["max_abs_diff"], facts["bit_identical"] = worst, identical
     facts["contacts"] = int(np.max(np.asarray(out[2].active_contacts)))
 
+    # each device its own slice by shard_map (`jc.parallel.map_batch`), unsharded inputs
+    mapped = jax.jit(jc.map_batch(jax.vmap(
+        lambda m, s: jc.rollout(m, s, steps=STEPS, return_info=True)), mesh))
+    out = jax.block_until_ready(mapped(models, states))
+    facts["map_batch_max_abs_diff"] = max(
+        float(np.max(np.abs(np.asarray(a) - np.asarray(b)), initial=0.0))
+        for a, b in zip(jax.tree.leaves(reference), jax.tree.leaves(out), strict=True)
+        if np.issubdtype(np.asarray(a).dtype, np.floating))
+    facts["map_batch_devices"] = sorted({d.id for leaf in jax.tree.leaves(out)
+                                         for d in leaf.sharding.device_set})
+
     # a batch the devices do not divide
     six = jax.tree.map(lambda x: x[:6], (models, states))
     try:

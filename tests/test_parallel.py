@@ -67,6 +67,12 @@ def test_sharded_results_equal_unsharded(four_devices):
     assert four_devices["max_abs_diff"] <= 1e-12, four_devices["max_abs_diff"]
 
 
+def test_map_batch_runs_each_slice_on_its_device_with_the_same_results(four_devices):
+    # jc.map_batch: shard_map over the batch, each device's solver loops its own
+    assert four_devices["map_batch_devices"] == [0, 1, 2, 3]
+    assert four_devices["map_batch_max_abs_diff"] <= 1e-12, four_devices["map_batch_max_abs_diff"]
+
+
 def test_indivisible_batch_and_process_local(four_devices):
     error = four_devices["indivisible_error"]
     assert error is not None and "6" in error and "4 devices" in error, error
