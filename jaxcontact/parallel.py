@@ -111,4 +111,15 @@ def map_batch(fn, mesh: Mesh | None = None, axis: str = "batch"):
     mesh = batch_mesh(axis) if mesh is None else mesh
     spec = PartitionSpec(axis)
     # (check_vma=False: the solvers' custom batching rules do not declare varying axes)
-    return jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+    mapped = jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+
+    def run(*args):
+        devices = mesh.shape[axis]
+        sizes = sorted({np.shape(x)[0] for x in jax.tree.leaves(args) if np.ndim(x)})
+        if not sizes or any(size % devices for size in sizes):
+            raise ValueError(f"map_batch needs every argument leaf batched along its first axis "
+                             f"by a multiple of the {devices} devices of mesh axis {axis!r}, got "
+                             f"leading sizes {sizes}")
+        return mapped(*args)
+
+    return run

@@ -84,6 +84,11 @@ def main():
     # a batch the devices do not divide
     six = jax.tree.map(lambda x: x[:6], (models, states))
     try:
+        jc.map_batch(lambda m, s: s, mesh)(*six)
+        facts["map_batch_indivisible_error"] = None
+    except ValueError as error:
+        facts["map_batch_indivisible_error"] = str(error)
+    try:
         jc.shard_batch(six, mesh)
         facts["indivisible_error"] = None
     except ValueError as error:

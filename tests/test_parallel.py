@@ -71,6 +71,8 @@ def test_map_batch_runs_each_slice_on_its_device_with_the_same_results(four_devi
     # jc.map_batch: shard_map over the batch, each device's solver loops its own
     assert four_devices["map_batch_devices"] == [0, 1, 2, 3]
     assert four_devices["map_batch_max_abs_diff"] <= 1e-12, four_devices["map_batch_max_abs_diff"]
+    error = four_devices["map_batch_indivisible_error"]
+    assert error is not None and "4 devices" in error and "[6]" in error
 
 
 def test_indivisible_batch_and_process_local(four_devices):

@@ -119,8 +119,8 @@ class Newton(base.Solver):
             secant = lo - s_lo * (top - lo) / rise
             new = jnp.where(inside, newton, secant)
             new = jnp.where(bracketed & (hi - lo > 0.5 * before), 0.5 * (lo + top), new)
-            # φ' at hi 100x steeper than at lo (inverting elements): shrink the bracket tenfold
-            new = jnp.where(bracketed & (s_hi > -100.0 * s_lo), lo + 0.1 * (top - lo), new)
+            new = jnp.where(bracketed & (s_hi > -tolerances.LINE_STEEP * s_lo),
+                            lo + 0.1 * (top - lo), new)   # steep: a tenth into the bracket
             # no upper end yet: step out
             new = jnp.where(bracketed, new, jnp.where(inside, jnp.maximum(newton, 1.5 * alpha),
                                                       2.0 * alpha))

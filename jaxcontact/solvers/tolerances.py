@@ -13,6 +13,8 @@ RESOLUTION_ULPS = 8.0
 
 # Line search: |φ'(α)| <= LINE_TOL |φ'(0)| (strong Wolfe; 1e-3: 4.2 φ' per humanoid search, 2.4).
 LINE_TOL = 0.1
+# φ' this many times steeper at the bracket's top than its bottom: next point a tenth in (note 59).
+LINE_STEEP = 100.0
 # ... or once its bracket is this narrow relative to its upper end (φ ~1 % off its min; note 58).
 LINE_WIDTH = 0.1
 
