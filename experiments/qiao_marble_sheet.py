@@ -61,16 +61,11 @@ SEEDS = 3
 
 
 def build():
-    verts, tris = jc.meshes.grid((SIZE, SIZE), (DIVISIONS, DIVISIONS))
-    scene = jc.Scene(dt=DT, gravity=(0.0, 0.0, -9.81), friction=FRICTION)
-    index = scene.add_cloth(verts, tris, density=DENSITY, stretch_stiffness=STRETCH,
-                            bend_stiffness=BEND, damping=SHEET_DAMPING, radius=NODE_RADIUS,
-                            stiffness=CONTACT_K, friction=FRICTION)
-    corner = np.isclose(np.abs(verts[:, 0]), SIZE / 2) & np.isclose(np.abs(verts[:, 1]),
-                                                                    SIZE / 2)
-    for p in index[corner]:
-        scene.attach(int(p), -1, stiffness=PIN)
-    scene.add_sphere(RADIUS, mass=MASS, pos=(0.0, 0.0, RADIUS + NODE_RADIUS))
+    scene = jc.scenes.marble_on_sheet(size=SIZE, divisions=DIVISIONS, density=DENSITY,
+                                      stretch=STRETCH, bend=BEND, sheet_damping=SHEET_DAMPING,
+                                      pin=PIN, node_radius=NODE_RADIUS,
+                                      contact_stiffness=CONTACT_K, friction=FRICTION,
+                                      radius=RADIUS, mass=MASS, dt=DT)
     return scene.build(solver=jc.Newton())
 
 

@@ -8,7 +8,9 @@ indices it created in `scene.info` (a dict), for tests and experiments.
 - `box_stack`: n equal boxes stacked on the ground (resting-contact closed forms).
 - `sphere_pile`: Qiao et al. 2020, Fig. 3 and Table 1 ("objects falling into a pile").
 - `contact_point_cube`: ADD supplement S2 (restitution against contact points per edge).
-- Legged robot: reserved for the lead (see the end of this module).
+- `legged_robot`, `trot_targets`: ADD Fig. 1's compliant quadruped and its open-loop trot.
+- `marble_on_sheet`: Qiao et al. 2020, Sec. 7.4 (a marble pushed across a soft sheet).
+- `random_structure`, `randomize_scene`: the fuzz benchmark's scenes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcontact import meshes
 from jaxcontact.scene import Scene
 
 G = 9.81
@@ -370,6 +373,35 @@ def trot_targets(t, *, frequency=2.0, hip_amplitude=0.15, knee_amplitude=0.3):
         s = 2.0 * math.pi * frequency * t + phase_of[leg]
         columns += [hip_amplitude * jnp.cos(s), knee_amplitude * jnp.maximum(jnp.sin(s), 0.0)]
     return jnp.stack(columns, axis=-1)
+
+
+def marble_on_sheet(*, size=1.0, divisions=10, density=0.2, stretch=200.0, bend=1e-3,
+                    sheet_damping=0.5, pin=1e5, node_radius=0.03, contact_stiffness=1e4,
+                    friction=0.5, radius=0.2, mass=0.1, dt=0.04) -> Scene:
+    """Qiao et al. 2020, Sec. 7.4: a rigid marble resting on a soft square sheet pinned at its
+    four corners (the sizes and stiffnesses are ours; the paper gives none).
+
+    The sheet: `meshes.grid` of `divisions` x `divisions` cells over `size` (m), area density
+    `density` (kg/m²), stretch stiffness `stretch` (N/m), bending `bend` (N m), membrane
+    damping `sheet_damping` (N s/m), its corners held by world springs of `pin` (N/m); its
+    nodes collide as balls of `node_radius` (m) with `contact_stiffness` (N/m) and
+    `friction`. The marble: a sphere of `radius` (m) and `mass` (kg) on the sheet's centre.
+    With the defaults, k_n Δt² / m is about 9,700 for a node (1.7 g) at Δt = 40 ms.
+
+    `scene.info`: {"marble", "sheet" (particle indices), "corners" (their indices)}.
+    """
+    verts, tris = meshes.grid((size, size), (divisions, divisions))
+    scene = Scene(dt=dt, gravity=(0.0, 0.0, -G), friction=friction)
+    sheet = scene.add_cloth(verts, tris, density=density, stretch_stiffness=stretch,
+                            bend_stiffness=bend, damping=sheet_damping, radius=node_radius,
+                            stiffness=contact_stiffness, friction=friction)
+    corner = (np.isclose(np.abs(verts[:, 0]), size / 2)
+              & np.isclose(np.abs(verts[:, 1]), size / 2))
+    for p in sheet[corner]:
+        scene.attach(int(p), -1, stiffness=pin)
+    marble = scene.add_sphere(radius, mass=mass, pos=(0.0, 0.0, radius + node_radius))
+    scene.info = {"marble": marble, "sheet": sheet, "corners": sheet[corner]}
+    return scene
 
 
 # --- fuzzing: random structures, randomized values ------------------------------------------

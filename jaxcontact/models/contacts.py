@@ -32,6 +32,7 @@ from jaxcontact.models import contact as laws
 from jaxcontact.models import geometry, sdf
 from jaxcontact.models.contact import Laws
 from jaxcontact.models.geometry import FAR
+from jaxcontact.problem import Factored, worth_factoring
 from jaxcontact.types import Shape
 
 HOW = {"friction": "mean", "stiffness": "harmonic", "damping": "mean"}
@@ -131,13 +132,16 @@ class ContactTerm(terms.Term):
 
     def gradient_and_hessian(self, x, start, params, shared, dt, reweighted=False):
         """(∇Ψ (d,), ∇²Ψ (d, d)) of the element: Σ_rows Jᵀ ∇ℓ and Jᵀ ∇²ℓ J, the law
-        differentiated in its three row velocities only (`terms.hessian`)."""
+        differentiated in its three row velocities only (`terms.hessian`); ∇²Ψ as
+        `problem.Factored` (J, ∇²ℓ) where that is smaller (`problem.worth_factoring`)."""
         grad, hess = self.row_derivatives(self.velocities(x, params), params, shared, dt,
                                           reweighted)
         jac = params["jac"]
+        g = jnp.sum(jac * grad[:, :, None], axis=(0, 1))
+        if worth_factoring(3 * jac.shape[0], jac.shape[-1]):
+            return g, Factored(jac, hess)
         weighted = jnp.sum(hess[:, :, :, None] * jac[:, None, :, :], axis=2)   # (c, 3, d)
-        return (jnp.sum(jac * grad[:, :, None], axis=(0, 1)),
-                jnp.sum(jac[:, :, :, None] * weighted[:, :, None, :], axis=(0, 1)))
+        return g, jnp.sum(jac[:, :, :, None] * weighted[:, :, None, :], axis=(0, 1))
 
     def along(self, x, d, alpha, start, params, shared, dt):
         """(Ψ', Ψ'') along x + α d at α = alpha (`terms.along`): Σ ∇ℓ·(J d), (J d)ᵀ ∇²ℓ J d."""

@@ -34,7 +34,7 @@ def galerkin(jacobian, space) -> list:
     own = _sandwich(basis, jacobian.diagonal.blocks[1], basis)
     values = jax.ops.segment_sum(own, table[node[:particles], node[:particles]],
                                  num_segments=level.pairs + 1)
-    for local, ids, slots in zip(jacobian.local, jacobian.blocks, jacobian.slots):
+    for local, ids, slots in zip(jacobian.matrices(), jacobian.blocks, jacobian.slots):
         chosen = [(s, offset) for s, (group, offset, _) in enumerate(slots) if group == 1]
         if not chosen or local.shape[0] == 0:
             continue
