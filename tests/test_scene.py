@@ -454,3 +454,23 @@ def test_world_on_either_side_builds_the_same_joint(kind):
                  "upper", "rest_length"):
         np.testing.assert_array_equal(np.asarray(getattr(a, name)),
                                       np.asarray(getattr(b, name)), err_msg=name)
+
+
+def test_a_float32_build_of_rotated_frames_warns_nothing():
+    """Frames are NumPy float64 at build time whatever JAX's precision: with float64 off, a
+    rotated body and a hinge in its frame build without JAX's "float64 ... truncated"
+    warning (every import of gymnasium's models gave it), to the same rotation."""
+    import warnings
+
+    angle = 0.7
+    quat = (math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2))
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scene = jc.Scene()
+        a = scene.add_box(0.1, 1.0, pos=(0.0, 0.0, 1.0), quat=quat)
+        b = scene.add_box(0.1, 1.0, pos=(0.3, 0.0, 1.0))
+        scene.add_joint("hinge", a, b, anchor=(0.15, 0.0, 1.0), axis=(0.0, 1.0, 0.0),
+                        stiffness=1e4)
+        model, state = scene.build(dtype=jnp.float32)
+    assert state.pos.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(state.quat[a]), quat, atol=1e-7)
