@@ -348,7 +348,7 @@ def main(argv=None):
                         "jc.Newton(linear='cg'); descent: jc.Descent(); dual: jc.Dual()")
     p.add_argument("--solver-iterations", type=int, default=None,
                    help="iterations=... of the --solver; default: the library's default "
-                        "(Newton 12, Descent 50, Dual 50)")
+                        "(50 for each)")
     p.add_argument("--no-early-exit", dest="early_exit", action="store_const", const=False,
                    default=None, help="early_exit=False for the --solver (every scene pays "
                    "every iteration, a scan); default: the library's (True: a while loop that "
