@@ -24,7 +24,7 @@ Recorded per dt: the loss, the three gradients, relative errors |g - g_fd| / |g_
 component |g_i - fd_i| / |g_fd|, since d y / d v0x is 0 by symmetry), the
 fraction of steps whose Newton solve converged (`infos.converged`), the largest residual,
 and wall times (compile included). A dt where not every step converged is flagged, not
-dropped: Newton on light bodies at large dt is a known limitation (README "Limitations").
+dropped: Newton on light bodies at large dt is a known limitation (docs/guide/limitations.md).
 
 Run from the repository root:
     python experiments/gradient_fidelity_dt.py [--quick] [--iterations N]

@@ -23,8 +23,8 @@ the rest of the episode.
   updates × batch × window.
 - APG, windows only: the same without the critic. The bonus is a constant, so it gives no
   gradient here, and a window's objective does not see what a fall costs after the window.
-- PPO: `brax.training.agents.ppo.train` on `BraxEnv` of the same task, the README example's
-  settings scaled to the task (16 environments, unroll 10, 4 minibatches of 16, 8 passes,
+- PPO: `brax.training.agents.ppo.train` on `BraxEnv` of the same task, docs/guide/control.md's
+  example settings scaled to the task (16 environments, unroll 10, 4 minibatches of 16, 8 passes,
   learning rate 1e-3, discount 0.97, entropy 1e-2, normalized observations), Brax's default
   networks (policy 4 × 32, value 5 × 256, swish), `num_timesteps` = APG's step count. Brax's
   evaluator is off (`run_evals=False`: compiling it costs minutes); its learning curve is the
