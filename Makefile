@@ -49,8 +49,8 @@ test-all: $(TEST_STAMP) browser
 
 bench: $(STAMP)
 	$(PIP) -e ".[test,bench]"
-	$(PY) benchmarks/throughput.py
-	$(PY) benchmarks/gradient.py
+	$(PY) -m benchmarks.throughput
+	$(PY) -m benchmarks.gradient
 
 # the API reference from the docstrings (mkdocs.yml); --strict: any warning (a docstring
 # griffe cannot parse, a broken link or reference) fails the build

@@ -1,7 +1,7 @@
 """Shared plumbing of the benchmark scripts: logging, provenance, subprocesses, timing, output.
 
-The scripts run as `python benchmarks/<name>.py`, so they import this module after putting
-their own folder on `sys.path`. Nothing here imports jax at module level: the throughput
+The scripts run from the repository root as `python -m benchmarks.<name>` (the package's
+docstring), and import this module as `benchmarks._common`. Nothing here imports jax at module level: the throughput
 driver must not (its workers choose float32 or float64 before importing it), and the timing
 helpers import it when called.
 """
@@ -126,7 +126,7 @@ def run_subprocess(cmd, what, timeout=None, hang_s=None, stream_stderr=True, env
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                             stderr=None if stream_stderr else subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, cwd=REPO)
     prev_ticks, last_progress = None, time.perf_counter()
     while True:
         try:

@@ -15,20 +15,17 @@ For each batch size it reports:
   gradient_finite     every entry of the gradient is finite
 
 Usage:
-    python benchmarks/batched_gradient.py [--batch 1 1024] [--steps 100] [--name NAME]
+    python -m benchmarks.batched_gradient [--batch 1 1024] [--steps 100] [--name NAME]
 Writes results/<name>.json (default name: batched_gradient).
 """
 
 from __future__ import annotations
 
 import argparse
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (best_of_interleaved, jax_provenance, jit, log, timed_compile,  # noqa: E402
+from benchmarks._common import (best_of_interleaved, jax_provenance, jit, log, timed_compile,  # noqa: E402
                      write_results)
-from throughput import box_drop_scene, initial_states  # noqa: E402
+from benchmarks.throughput import box_drop_scene, initial_states  # noqa: E402
 
 
 def measure(batch, steps):

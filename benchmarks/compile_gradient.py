@@ -8,14 +8,12 @@ and of `.compile()` in this fresh process, whether the gradient is finite, the c
 share of the rollout's steps and the mean Newton iterations. Writes results/<name>.json.
 
 Usage:
-    python benchmarks/compile_gradient.py [--steps 60] [--name compile_gradient]
+    python -m benchmarks.compile_gradient [--steps 60] [--name compile_gradient]
 """
 
 from __future__ import annotations
 
 import argparse
-import pathlib
-import sys
 import time
 
 import jax
@@ -25,9 +23,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import jaxcontact as jc  # noqa: E402
-from _common import log, provenance, write_results  # noqa: E402
+from benchmarks._common import log, provenance, write_results  # noqa: E402
 
 
 def box_onto_box():

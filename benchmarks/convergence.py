@@ -24,7 +24,7 @@ float32), broken down by shape, mass, dt, mu and motion, the largest residual, a
 cells. Writes results/<name>.json (default name: convergence).
 
 Usage:
-    python benchmarks/convergence.py [--steps 100] [--shapes sphere box capsule]
+    python -m benchmarks.convergence [--steps 100] [--shapes sphere box capsule]
                                      [--dtypes float64 float32] [--newton iterations=20]
 """
 
@@ -33,15 +33,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import pathlib
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jax_provenance, jit, log, write_results  # noqa: E402
+from benchmarks._common import REPO, jax_provenance, jit, log, write_results  # noqa: E402
 
 MASSES = (0.01, 0.1, 1.0, 10.0, 100.0)
 DTS = (1e-4, 1e-3, 3e-3, 1e-2)
@@ -219,9 +217,9 @@ def main():
     for dtype in args.dtypes:
         for shape in args.shapes:
             log(f"{shape} {dtype}: {len(cells())} cells x {args.steps} steps")
-            cmd = [sys.executable, __file__, "--case", f"{shape},{dtype}",
+            cmd = [sys.executable, "-m", "benchmarks.convergence", "--case", f"{shape},{dtype}",
                    "--steps", str(args.steps), "--newton", *args.newton]
-            done = subprocess.run(cmd, capture_output=True, text=True)
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
             if done.returncode != 0:
                 log(done.stderr[-3000:])
                 raise SystemExit(f"case {shape} {dtype} failed")

@@ -16,15 +16,13 @@ the converged fraction and mean Newton iterations; then the log-log slope of tim
 element count (1 = linear).
 
 Usage:
-    python benchmarks/deformable_scaling.py [--quick] [--steps 10] [--kind solid|cloth|both]
+    python -m benchmarks.deformable_scaling [--quick] [--steps 10] [--kind solid|cloth|both]
         [--preconditioner auto|block_jacobi|multilevel]
 """
 
 from __future__ import annotations
 
 import argparse
-import pathlib
-import sys
 
 import jax
 
@@ -35,8 +33,7 @@ import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
+from benchmarks._common import (best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
                      timed_compile, write_results)
 
 CELL = 0.02

@@ -38,10 +38,10 @@ part() {  # part NAME LIMIT_S COMMAND...: stdout to NAME.json, stderr to NAME.lo
   echo "$name: rc $? in $((SECONDS - t0)) s"
 }
 
-part jc_box_drop 200 $PY benchmarks/throughput.py --batch $JC_BATCH --steps $STEPS --dtypes float32 \
+part jc_box_drop 200 $PY -m benchmarks.throughput --batch $JC_BATCH --steps $STEPS --dtypes float32 \
   --skip-mjx --min-time-s 1 --name device_box_drop
 part mjx_box_drop 100 $PY "$HARNESS" box_drop --batch $MJX_BATCH --steps $STEPS --iterations 4 --ls-iterations 8
-part jc_boxes8 160 $PY benchmarks/throughput.py --scene boxes8 --batch $B8_BATCH --steps $STEPS --dtypes float32 \
+part jc_boxes8 160 $PY -m benchmarks.throughput --scene boxes8 --batch $B8_BATCH --steps $STEPS --dtypes float32 \
   --skip-mjx --repeats 2 --min-time-s 0 --name device_boxes8
 part mjx_boxes8 80 $PY "$HARNESS" boxes8 --batch $B8_BATCH --steps $STEPS --iterations 4 --ls-iterations 8
 

@@ -16,8 +16,8 @@ converged share, iterations (mean, p99, max), largest residual, compile and run 
 the keys of failing scenes (`--structures`/`--seed` reproduce them).
 
 Usage:
-    python benchmarks/fuzz.py                          # 32 structures, 10,000 scenes per dtype
-    python benchmarks/fuzz.py --structures 4 --scenes 256
+    python -m benchmarks.fuzz                          # 32 structures, 10,000 scenes per dtype
+    python -m benchmarks.fuzz --structures 4 --scenes 256
 """
 
 from __future__ import annotations
@@ -26,15 +26,13 @@ import argparse
 import ctypes
 import gc
 import math
-import pathlib
 import resource
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jax_provenance, jit, log, write_results  # noqa: E402
+from benchmarks._common import jax_provenance, jit, log, write_results  # noqa: E402
 
 TARGET_CONVERGED = 0.999
 MEMORY_LIMIT_GB = 4.0

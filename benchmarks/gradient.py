@@ -19,8 +19,8 @@ Then the MJX harness runs `sphere_slide --x64` and `grad_bounce --x64` for side-
 Prints a JSON document to stdout, writes it to results/<name>.json and a summary to stderr.
 
 Usage:
-    python benchmarks/gradient.py            # full run (a few minutes, mostly compilation)
-    python benchmarks/gradient.py --quick    # 100 steps, small memory sweep, one bounce point
+    python -m benchmarks.gradient            # full run (a few minutes, mostly compilation)
+    python -m benchmarks.gradient --quick    # 100 steps, small memory sweep, one bounce point
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (DEFAULT_HARNESS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
+from benchmarks._common import (DEFAULT_HARNESS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
                      run_subprocess, timed_compile, write_results)
 
 G = 9.81

@@ -19,9 +19,9 @@ per-scene working sets (`solvers.loop`) do not (design note 60).
 Writes results/<name>.json.
 
 Usage:
-    python benchmarks/mjcf_models.py --models humanoid --batch 16 64 --steps 100
-    python benchmarks/mjcf_models.py --models hopper reacher ant --batch 1 --steps 200 --skip-mjx
-    python benchmarks/mjcf_models.py --models humanoid --batch 16 64 --devices 2
+    python -m benchmarks.mjcf_models --models humanoid --batch 16 64 --steps 100
+    python -m benchmarks.mjcf_models --models hopper reacher ant --batch 1 --steps 200 --skip-mjx
+    python -m benchmarks.mjcf_models --models humanoid --batch 16 64 --devices 2
 """
 
 from __future__ import annotations
@@ -29,14 +29,12 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import sys
 import time
 import warnings
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jax_provenance, jit, log, write_results  # noqa: E402
+from benchmarks._common import jax_provenance, jit, log, write_results  # noqa: E402
 
 
 def assets():

@@ -12,8 +12,8 @@ that says what the conditionals cost on a backend where each one waits for its p
 Prints a JSON document (stdout) and a table (stderr); `--out DIR` keeps the trace there.
 
 Usage:
-    python benchmarks/profile_step.py --batch 1024 --steps 100 --second
-    python benchmarks/profile_step.py --batch 4096 --no-branch --out /tmp/prof
+    python -m benchmarks.profile_step --batch 1024 --steps 100 --second
+    python -m benchmarks.profile_step --batch 4096 --no-branch --out /tmp/prof
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ import collections
 import gzip
 import json
 import pathlib
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jax_provenance, log  # noqa: E402
-from throughput import batched_rollout, box_drop_scene, initial_states, n_boxes_of  # noqa: E402
+from benchmarks._common import jax_provenance, log  # noqa: E402
+from benchmarks.throughput import batched_rollout, box_drop_scene, initial_states, n_boxes_of  # noqa: E402
 
 
 def trace_events(log_dir):

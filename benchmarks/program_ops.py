@@ -12,7 +12,7 @@ locations and counts the operations by where they come from:
 It also times tracing, lowering and XLA's compile of the same program.
 
 Usage:
-    python benchmarks/program_ops.py [--scene box_drop|boxes8] [--batch 1024] [--steps 500]
+    python -m benchmarks.program_ops [--scene box_drop|boxes8] [--batch 1024] [--steps 500]
 Writes results/<name>.json (default name: program_ops_<scene>).
 """
 
@@ -24,12 +24,10 @@ import collections
 import functools
 import pathlib
 import re
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import jax_provenance, log, write_results  # noqa: E402
-from throughput import batched_rollout, box_drop_scene, initial_states, n_boxes_of  # noqa: E402
+from benchmarks._common import jax_provenance, log, write_results  # noqa: E402
+from benchmarks.throughput import batched_rollout, box_drop_scene, initial_states, n_boxes_of  # noqa: E402
 
 _SOLVER_FILES = ("newton.py", "base.py", "descent.py", "dual.py")
 

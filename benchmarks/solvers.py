@@ -1,7 +1,7 @@
 """Convergence of the solver family on one representative step of three ill-conditioned scenes.
 
-    python benchmarks/solvers.py            # full sweep (many compilations: tens of minutes)
-    python benchmarks/solvers.py --quick    # iterations 1 3 10 30 100: smoke test
+    python -m benchmarks.solvers            # full sweep (many compilations: tens of minutes)
+    python -m benchmarks.solvers --quick    # iterations 1 3 10 30 100: smoke test
 
 Solvers (float64, tol = --tol, default 1e-8 m/s, otherwise library defaults):
   newton           jc.Newton()                     dense Hessian, Cholesky
@@ -54,8 +54,6 @@ import argparse
 import dataclasses
 import math
 import os
-import pathlib
-import sys
 import time
 
 import jax
@@ -68,8 +66,7 @@ import numpy as np  # noqa: E402
 import jaxcontact as jc  # noqa: E402
 from jaxcontact.models.contacts import n_rows  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (RESULTS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
+from benchmarks._common import (RESULTS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
                      timed_compile, write_results)
 
 DT = 0.002

@@ -26,7 +26,7 @@ the compiled call over `--repeats` runs / steps), converged (fraction of steps w
 and a physical sanity number.
 
 Usage:
-    python benchmarks/step_cost.py [--cases box_drop_b1 s1_chain_10 ...] [--name NAME]
+    python -m benchmarks.step_cost [--cases box_drop_b1 s1_chain_10 ...] [--name NAME]
 Writes results/<name>.json (default name: step_cost).
 """
 
@@ -35,13 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import compiler_options, jit, log, provenance, write_results  # noqa: E402
+from benchmarks._common import (REPO, compiler_options, jit, log, provenance,  # noqa: E402
+                                write_results)
 
 CASES = ("box_drop_b1", "box_drop_b1024", "s1_chain_10", "s1_chain_40", "ball_chain_10",
          "ball_chain_40", "ball_chain_10_1s", "ball_chain_40_1s", "pile_100", "pile_400",
@@ -167,9 +166,9 @@ def main():
         log(f"{case} ...")
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, __file__, "--worker", case, "--repeats",
-                                   str(args.repeats)], capture_output=True, text=True,
-                                  timeout=args.timeout)
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.step_cost", "--worker", case,
+                                   "--repeats", str(args.repeats)], capture_output=True,
+                                  text=True, timeout=args.timeout, cwd=REPO)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("ROW ")]
             if lines:
                 row = json.loads(lines[-1][4:])

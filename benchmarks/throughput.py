@@ -36,10 +36,10 @@ reported per batch.
 Prints a JSON document to stdout, writes it to results/<name>.json and a table to stderr.
 
 Usage:
-    python benchmarks/throughput.py                 # full run (slow at B=4096)
-    python benchmarks/throughput.py --quick         # B = 1, 64 and 100 steps: smoke test
-    python benchmarks/throughput.py --solver-iterations 6 --no-early-exit --name tp_scan6
-    python benchmarks/throughput.py --solver dual --batch 1024 --dtypes float32 \
+    python -m benchmarks.throughput                 # full run (slow at B=4096)
+    python -m benchmarks.throughput --quick         # B = 1, 64 and 100 steps: smoke test
+    python -m benchmarks.throughput --solver-iterations 6 --no-early-exit --name tp_scan6
+    python -m benchmarks.throughput --solver dual --batch 1024 --dtypes float32 \
         --skip-mjx-default                          # -> results/throughput_dual.json
 """
 
@@ -53,8 +53,7 @@ import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import (DEFAULT_HARNESS, compiler_options, jit, log, provenance,  # noqa: E402
+from benchmarks._common import (DEFAULT_HARNESS, compiler_options, jit, log, provenance,  # noqa: E402
                      run_subprocess, write_results)
 
 DTYPES = ("float32", "float64")
@@ -214,7 +213,7 @@ def run_worker(args):
 
 
 def worker_command(args, dtype):
-    cmd = [sys.executable, pathlib.Path(__file__).resolve(), "--worker", dtype,
+    cmd = [sys.executable, "-m", "benchmarks.throughput", "--worker", dtype,
            "--batch", *args.batch, "--steps", args.steps, "--repeats", args.repeats,
            "--max-repeat-s", args.max_repeat_s, "--min-time-s", args.min_time_s,
            "--scene", args.scene]

@@ -3,7 +3,7 @@ its sliding friction and `solref` fitted by CMA-ES on windows of the recorded to
 
 Used by `experiments/real_cube_tosses.py`:
 
-    import _mujoco_cube as mjc
+    from experiments import _mujoco_cube as mjc
     sim = mjc.CubeSim()                                    # timestep SAMPLE_PERIOD / 4
     windows = mjc.make_windows(tosses, range(10), length=20, stride=10)
     loss = mjc.window_loss(sim, mjc.DEFAULT_PARAMS, tosses, windows)
@@ -55,7 +55,7 @@ Simulation budget: one simulation = one window rollout (whatever its length). `f
 counts them exactly and never exceeds its budget.
 
 Run this file for a smoke run (a few seconds):
-    python experiments/_mujoco_cube.py [--tosses 10] [--budget 300]
+    python -m experiments._mujoco_cube [--tosses 10] [--budget 300]
 """
 
 from __future__ import annotations

@@ -28,23 +28,19 @@ ADD's E3 (Fig. 4) continuation over k_n is not part of this comparison; it has i
 experiment (`experiments/add_e3_continuation.py`, a similar rigid throw without the wall).
 
 Run from the repository root:
-    python experiments/add_e11_mesh_throw.py [--quick]
+    python -m experiments.add_e11_mesh_throw [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 # the second L-BFGS run traces a new closure of the same program: the persistent cache
 # saves compiling it again
-from _common import use_compile_cache  # noqa: E402
+from experiments._common import use_compile_cache  # noqa: E402
 
 use_compile_cache()
 
@@ -52,7 +48,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 from jaxcontact.math import quat_rotate  # noqa: E402
 
 NAME = "add_e11_mesh_throw"

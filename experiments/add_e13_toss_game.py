@@ -23,16 +23,12 @@ are tested on μ = 0.5 (and the μ = 0 one on μ = 0 too). Reported per epoch: t
 signed along-track error (positive: the ball is past the target).
 
 Run from the repository root:
-    python experiments/add_e13_toss_game.py [--quick] [--epochs 6]
+    python -m experiments.add_e13_toss_game [--quick] [--epochs 6]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -44,7 +40,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import log, parser, save  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
 
 NAME = "add_e13_toss_game"
 DT, STEPS = 0.01, 100

@@ -34,21 +34,17 @@ in `jaxcontact.optim` (a Jacobian with its residual is one). Wall times are meas
 a warm-up call that compiles (the persistent compilation cache holds the programs).
 
 Run from the repository root:
-    python experiments/add_e14_cube_dragging.py [--quick]
+    python -m experiments.add_e14_cube_dragging [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from _common import use_compile_cache  # noqa: E402
+from experiments._common import use_compile_cache  # noqa: E402
 
 use_compile_cache()
 
@@ -57,7 +53,7 @@ import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
 from jaxcontact.math import quat_rotate  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "add_e14_cube_dragging"
 DT, STEPS = 1.0 / 60.0, 60

@@ -34,16 +34,12 @@ Setup (ours where the paper is silent):
   g (sin 30° − 0.4 cos 30°) = 1.507 m/s².
 
 Run from the repository root:
-    python experiments/add_e1_soft_puck.py [--quick]
+    python -m experiments.add_e1_soft_puck [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -52,9 +48,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import _common  # noqa: E402
+from experiments import _common  # noqa: E402
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "add_e1_soft_puck"
 DT, STEPS = 0.005, 500

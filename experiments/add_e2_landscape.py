@@ -23,16 +23,12 @@ gradient and the gradient of a smooth quadratic fit through each 3×3 grid neigh
 (incoherent gradients give large angles).
 
 Run from the repository root:
-    python experiments/add_e2_landscape.py [--quick]
+    python -m experiments.add_e2_landscape [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -42,7 +38,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
 
 NAME = "add_e2_landscape"
 DT, STEPS = 0.01, 80

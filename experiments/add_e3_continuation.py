@@ -15,16 +15,12 @@ and angular velocity (6 numbers). Starts: 8 throws drawn around the reference (v
 continuation: 20 per stage), and every simulation is counted, line-search trials included.
 
 Run from the repository root:
-    python experiments/add_e3_continuation.py [--quick]
+    python -m experiments.add_e3_continuation [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -34,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
 
 NAME = "add_e3_continuation"
 DT, STEPS = 0.01, 120

@@ -15,16 +15,12 @@ Simulations: L-BFGS counts the start and every line-search trial (each a rollout
 implicit adjoint); CMA-ES every candidate (`jc.optim.lbfgs`, `jc.optim.cmaes`).
 
 Run from the repository root:
-    python experiments/add_e8_ball_toss.py [--quick]
+    python -m experiments.add_e8_ball_toss [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -34,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
 
 NAME = "add_e8_ball_toss"
 DT, STEPS = 0.01, 150

@@ -35,16 +35,12 @@ to Φ/Φ₀ ≈ 1e-6). Ours:
   - The gradient at the start is checked against central finite differences (h = 1e-5).
 
 Run from the repository root:
-    python experiments/add_e8_soft_ball_throw.py [--quick] [--cmaes-budget N]
+    python -m experiments.add_e8_soft_ball_throw [--quick] [--cmaes-budget N]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -53,9 +49,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import _common  # noqa: E402
+from experiments import _common  # noqa: E402
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "add_e8_soft_ball_throw"
 RADIUS, DIVISIONS = 0.1, 3

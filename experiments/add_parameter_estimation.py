@@ -25,16 +25,12 @@ Start: every parameter at 0.7 x the truth (initial velocities perturbed by 0.2 m
 covariance), which should agree with the spread across draws if the fit is consistent.
 
 Run from the repository root:
-    python experiments/add_parameter_estimation.py [--quick]
+    python -m experiments.add_parameter_estimation [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -44,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
 
 NAME = "add_parameter_estimation"
 DT, STEPS = 0.005, 200

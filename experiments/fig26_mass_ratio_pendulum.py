@@ -22,18 +22,14 @@ iterations. Unless --quick, the 10^4:1 case is also run at dt = 1/60 s (one step
 frame) as a sensitivity check.
 
 Run from the repository root:
-    python experiments/fig26_mass_ratio_pendulum.py [--quick]
+    python -m experiments.fig26_mass_ratio_pendulum [--quick]
 (writes docs/experiments/fig26_mass_ratio_pendulum.{json,png}).
 """
 
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -43,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import log, parser, save  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
 
 NAME = "fig26_mass_ratio_pendulum"
 G = 9.81

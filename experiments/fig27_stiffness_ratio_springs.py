@@ -15,23 +15,19 @@ Measured per step: the error of each spring's length vs its exact static length,
 L, and StepInfo's residual and iterations.
 
 Run from the repository root:
-    python experiments/fig27_stiffness_ratio_springs.py [--quick]
+    python -m experiments.fig27_stiffness_ratio_springs [--quick]
 (writes docs/experiments/fig27_stiffness_ratio_springs.{json,png}).
 """
 
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402  (fig26 enables float64 before anything touches JAX)
 
-from _common import log, parser, save  # noqa: E402
-from fig26_mass_ratio_pendulum import (  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
+from experiments.fig26_mass_ratio_pendulum import (  # noqa: E402
     BUDGETS, DT, G, LENGTH, SECONDS, plot, simulate, solvers, summarize)
 
 NAME = "fig27_stiffness_ratio_springs"

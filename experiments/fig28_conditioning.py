@@ -15,18 +15,15 @@ reversal permutation, P J P = J^T, so P H_d(mu, kappa) P is proportional to H_p 
 stiffnesses P(1/mu) and relative masses P(1/kappa) (same m, k, dt). Hence cond H_d in (a) equals
 cond H_p in (c) and cond H_p in (a) equals cond H_d in (c), for every dt, k, m.
 
-Run:  python experiments/fig28_conditioning.py   (writes docs/experiments/fig28_conditioning.*)
+Run:  python -m experiments.fig28_conditioning   (writes docs/experiments/fig28_conditioning.*)
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import log, parser, save  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
 
 N, MASS, DT = 10, 1.0, 1.0 / 60.0
 STIFFNESSES = (1e4, 1e6, 1e9, 1e12)  # N/m; the last one is the thesis regime dt^2 k / m >> 1e6

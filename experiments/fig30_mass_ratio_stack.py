@@ -13,15 +13,13 @@ masses (4096 kg each, ratio 1:1) and the same solvers. Per solver we measure eac
 penetration over time against its static value m_above g / k_n, the final heights, and the
 iterations and residuals of StepInfo.
 
-Run:  python experiments/fig30_mass_ratio_stack.py [--quick]
+Run:  python -m experiments.fig30_mass_ratio_stack [--quick]
       (writes docs/experiments/fig30_mass_ratio_stack.{json,png})
 """
 
 from __future__ import annotations
 
 import functools
-import pathlib
-import sys
 import time
 
 import jax
@@ -34,8 +32,7 @@ import jaxcontact as jc  # noqa: E402
 # contact exactly as the thesis writes it (`jc.Contact`'s regularization by effective mass off)
 AS_WRITTEN = dict(near_rigid=0.0, friction_regularization=0.0)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 DT = 1.0 / 120.0  # thesis Table 3: 2 substeps of a 1/60 s frame
 K_N = 1e8         # N/m, thesis k_n

@@ -14,15 +14,13 @@ iterations, Newton (100 iterations cap) and a converged reference (Descent, 500 
 residual <= 1e-9 m/s), and measure the foot's slip away from the wall and the body's tilt.
 "Artificial" slip is slip beyond the reference's, which creeps at F/k_f (relaxed friction).
 
-Run:  python experiments/fig31_contact_stiffness_ratio.py [--quick]
+Run:  python -m experiments.fig31_contact_stiffness_ratio [--quick]
       (writes docs/experiments/fig31_contact_stiffness_ratio.{json,png})
 """
 
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 import time
 
 import jax
@@ -35,9 +33,9 @@ from jaxcontact.math import quat_rotate
 # contact exactly as the thesis writes it (`jc.Contact`'s regularization by effective mass off)
 AS_WRITTEN = dict(near_rigid=0.0, friction_regularization=0.0)
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
-from fig30_mass_ratio_stack import DT, K_N, solver_stats, steps_for, timed_rollout  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
+from experiments.fig30_mass_ratio_stack import (DT, K_N, solver_stats, steps_for,  # noqa: E402
+                                             timed_rollout)
 
 HALF = (0.05, 0.05, 0.5)
 MASS = 1.0

@@ -24,16 +24,12 @@ from the start has its lowest point on [0, 0.5 s] at an end). The two-bounce sol
 one L-BFGS reaches from the two-bounce initial guess; the script asserts both have 2 impacts.
 
 Run from the repository root:
-    python experiments/fig36_trajectory_optimization.py [--quick]
+    python -m experiments.fig36_trajectory_optimization [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -44,7 +40,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import log, parser, save  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
 
 NAME = "fig36_trajectory_optimization"
 DT, STEPS = 0.002, 250            # 0.5 s

@@ -27,18 +27,14 @@ and wall times (compile included). A dt where not every step converged is flagge
 dropped: Newton on light bodies at large dt is a known limitation (docs/guide/limitations.md).
 
 Run from the repository root:
-    python experiments/gradient_fidelity_dt.py [--quick] [--iterations N]
+    python -m experiments.gradient_fidelity_dt [--quick] [--iterations N]
 (--quick: dt = 1e-2 only; --iterations: Newton's cap, to see whether the errors follow the
 unconverged steps; writes gradient_fidelity_dt_iterations<N>.json/.png)
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -48,7 +44,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import log, parser, save  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
 
 NAME = "gradient_fidelity_dt"
 DTS = (1e-2, 3e-3, 1e-3, 3e-4)
@@ -181,7 +177,7 @@ def plot(rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from _common import finish_figure
+    from experiments._common import finish_figure
 
     dts = np.array([r["dt"] for r in rows])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4))

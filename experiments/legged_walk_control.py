@@ -36,7 +36,7 @@ the rest of the episode.
 Wall times are for one CPU core; run single-threaded and pinned, as the numbers in
 docs/experiments.md were:
     XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \\
-        taskset -c 1 python experiments/legged_walk_control.py [--quick] [--seeds 3]
+        taskset -c 1 python -m experiments.legged_walk_control [--quick] [--seeds 3]
 Compilation dominates short runs (the step's programs take minutes to compile on one core);
 the script keeps a persistent compilation cache in .jax_cache/, so re-runs of the same
 settings reuse the programs. (tests/conftest.py's compile-for-speed flags, tried, cut the
@@ -47,16 +47,14 @@ from __future__ import annotations
 
 import math
 import pathlib
-import sys
 import time
 from functools import partial
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from _common import use_compile_cache  # noqa: E402
+from experiments._common import use_compile_cache  # noqa: E402
 
 use_compile_cache()
 
@@ -68,7 +66,7 @@ import jaxcontact as jc  # noqa: E402
 from jaxcontact import control  # noqa: E402
 from jaxcontact.math import quat_rotate  # noqa: E402
 from jaxcontact.step import step as physics_step  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "legged_walk_control"
 DT, EPISODE = 0.02, 100

@@ -24,7 +24,7 @@ outputs, temporaries).
 Then the same for N = 100, 200, 300 cubes (`shape="box"`, half edge 5 cm): backward time per
 step = (gradient time - forward time) / T.
 
-Run:  python experiments/pile_scaling.py [--quick]
+Run:  python -m experiments.pile_scaling [--quick]
       (writes docs/experiments/pile_scaling.{json,png})
 """
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import sys
 import time
 
 import jax
@@ -46,8 +45,7 @@ import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
 from jaxcontact.models import contacts  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 SPHERES = (20, 50, 100, 200, 400, 1000)
 CUBES = (100, 200, 300)

@@ -22,16 +22,14 @@ comparison is read at equal simulator steps (APG's whole budget) and at equal wa
 Timings are for one CPU core; run it pinned and single-threaded so another job cannot skew
 them:
     XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \\
-        taskset -c 0 python experiments/qiao_learning_control.py
+        taskset -c 0 python -m experiments.qiao_learning_control
 
-Usage: python experiments/qiao_learning_control.py [--quick] [--seeds N] [--out-dir DIR]
+Usage: python -m experiments.qiao_learning_control [--quick] [--seeds N] [--out-dir DIR]
 """
 
 from __future__ import annotations
 
 import functools
-import pathlib
-import sys
 import time
 
 import flax.linen as nn
@@ -44,8 +42,7 @@ import jaxcontact as jc
 from jaxcontact import control
 from jaxcontact.control.brax_env import BraxEnv, device_put_replicated
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 HIDDEN = (50, 200)                  # Qiao et al.'s network
 OUTPUT_SCALE = 10.0                 # first pushes of order 1 (see MLPPolicy.output_scale)

@@ -25,17 +25,13 @@ L-BFGS through the simulator (implicit gradients) against CMA-ES (Hansen's defau
 σ₀ = 0.3 N), every rollout counted as one simulation (`jc.optim.lbfgs`, `jc.optim.cmaes`).
 
 Run from the repository root:
-    python experiments/qiao_marble_sheet.py [--quick]
+    python -m experiments.qiao_marble_sheet [--quick]
 (writes docs/experiments/qiao_marble_sheet.{json,png}).
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -45,7 +41,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
+from experiments._common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
 
 NAME = "qiao_marble_sheet"
 SIZE, DIVISIONS, DENSITY, STRETCH, BEND, SHEET_DAMPING = 1.0, 10, 0.2, 200.0, 1e-3, 0.5

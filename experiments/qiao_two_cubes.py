@@ -15,16 +15,12 @@ Qiao et al., optax SGD, step 0.02 on θ), L-BFGS, Gauss-Newton on the residual p
 (forward sensitivities), and CMA-ES (Hansen's defaults, σ0 = 0.5).
 
 Run from the repository root:
-    python experiments/qiao_two_cubes.py [--quick]
+    python -m experiments.qiao_two_cubes [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -35,7 +31,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
 
 NAME = "qiao_two_cubes"
 DT, STEPS = 0.01, 60

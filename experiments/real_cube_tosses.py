@@ -28,17 +28,13 @@ the last sample, and whether the face that ends up is the observed one.
 
 Needs `mujoco`, `cma` and `matplotlib` (`pip install -e ".[test]"` has them). Run from the
 repository root (2 cores: about 8 minutes; `--quick` about 2):
-    python experiments/real_cube_tosses.py [--quick]
+    python -m experiments.real_cube_tosses [--quick]
 (writes docs/experiments/real_cube_tosses.{json,png,html}).
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -49,8 +45,8 @@ import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
 from jaxcontact import data  # noqa: E402
-from _common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
-import _mujoco_cube as mjc  # noqa: E402
+from experiments._common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
+from experiments import _mujoco_cube as mjc  # noqa: E402
 
 NAME = "real_cube_tosses"
 TRAIN_SHARE = 0.8

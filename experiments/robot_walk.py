@@ -9,14 +9,12 @@ axis within 15° of vertical) and at standing height. The whole trajectory (posi
 quaternions of every body, every step) is written to `robot_walk_trajectory.json` next to the
 result, for viewing.
 
-Usage: python experiments/robot_walk.py [--quick] [--out-dir DIR]
+Usage: python -m experiments.robot_walk [--quick] [--out-dir DIR]
 """
 
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import jax
@@ -29,8 +27,7 @@ import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
 from jaxcontact.math import quat_rotate  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 DURATION, QUICK_DURATION, RAMP = 3.0, 1.0, 0.5
 

@@ -24,16 +24,12 @@ Reported: each design's v and its error distribution on 1000 held-out draws (mea
 90th percentile of |x_stop - 1|), the closed forms, and wall times.
 
 Run from the repository root:
-    python experiments/robust_design.py [--quick]
+    python -m experiments.robust_design [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -44,7 +40,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import log, parser, save  # noqa: E402
+from experiments._common import log, parser, save  # noqa: E402
 
 NAME = "robust_design"
 DT, STEPS = 0.01, 150

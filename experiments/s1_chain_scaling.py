@@ -15,14 +15,12 @@ default `ad="vjp"`), each one `jax.jit` program, timed with `time.perf_counter` 
 solver `jc.Newton(early_exit=True)` (dense; stops at tol 1e-10 instead of running all 12
 iterations). We fit time per step = a + b N and report R².
 
-Run:  python experiments/s1_chain_scaling.py [--quick]
+Run:  python -m experiments.s1_chain_scaling [--quick]
       (writes docs/experiments/s1_chain_scaling.{json,png})
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
 
 import jax
@@ -35,8 +33,7 @@ import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
 from jaxcontact.compiling import best_time  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NS = (1, 2, 5, 10, 20, 30, 40)
 QUICK_NS = (1, 4, 8)

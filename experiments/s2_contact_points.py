@@ -21,7 +21,7 @@ compression time = first contact to deepest penetration; compared with the conti
 spring-damper of the summed stiffness and damping of the n² bottom points (ADD Eq. 22 and
 its half period). float64, CPU, `jc.Newton()`.
 
-Run:  python experiments/s2_contact_points.py [--quick]
+Run:  python -m experiments.s2_contact_points [--quick]
       (writes docs/experiments/s2_contact_points.{json,png})
 """
 
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import functools
 import math
-import pathlib
-import sys
 import time
 
 import jax
@@ -41,8 +39,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxcontact as jc  # noqa: E402
 from jaxcontact import scenes  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NS = (2, 4, 10)
 QUICK_NS = (2, 4)

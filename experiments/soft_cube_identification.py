@@ -35,16 +35,12 @@ standard deviations, and the fraction of converged steps of the rollouts at the 
 truth and estimates.
 
 Run from the repository root:
-    python experiments/soft_cube_identification.py [--quick]
+    python -m experiments.soft_cube_identification [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -53,9 +49,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import _common  # noqa: E402
+from experiments import _common  # noqa: E402
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "soft_cube_identification"
 SIZE, DIVISIONS = 0.1, 3

@@ -22,15 +22,12 @@ kg m²), which energy dissipation makes unstable even in continuous time (the ma
 rule), so only the part of the rate that grows with dt is the discretization's.
 
 Run from the repository root:
-    python experiments/spinning_capsule_stability.py [--quick]
+    python -m experiments.spinning_capsule_stability [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -39,9 +36,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import _common  # noqa: E402
+from experiments import _common  # noqa: E402
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "spinning_capsule_stability"
 RADIUS, HALF_LENGTH, MASS = 0.03, 0.05, 1.0

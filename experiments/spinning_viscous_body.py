@@ -23,16 +23,12 @@ strain energy Σ V ψ(F) (`jc.observe.strain_energy`) and its oscillation about 
 equilibrium.
 
 Run from the repository root:
-    python experiments/spinning_viscous_body.py [--quick]
+    python -m experiments.spinning_viscous_body [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -41,9 +37,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import _common  # noqa: E402
+from experiments import _common  # noqa: E402
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 from jaxcontact.models.elasticity import deformation_gradient  # noqa: E402
 
 NAME = "spinning_viscous_body"

@@ -27,18 +27,14 @@ iteration count the result stops depending on k. For a membrane row s W ≈ κ =
 thesis's 1e8 is the same κ in its units. The sweep is plotted against k and κ.
 
 Run from the repository root:
-    python experiments/thesis_cloth_plateau.py [--quick]
+    python -m experiments.thesis_cloth_plateau [--quick]
 (writes docs/experiments/thesis_cloth_plateau.{json,png}).
 """
 
 from __future__ import annotations
 
 import math
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -48,7 +44,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
+from experiments._common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
 
 NAME = "thesis_cloth_plateau"
 SIZE, DIVISIONS, DENSITY, BEND = 1.0, 20, 0.1, 1e-4

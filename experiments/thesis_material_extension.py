@@ -19,17 +19,13 @@ Each case is one implicit step of dt = 1 s from the uniformly stretched bar (its
 dynamics are 100x faster, so the step lands on the static equilibrium), Newton, float64.
 
 Run from the repository root:
-    python experiments/thesis_material_extension.py [--quick]
+    python -m experiments.thesis_material_extension [--quick]
 (writes docs/experiments/thesis_material_extension.{json,png}).
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -40,7 +36,7 @@ import numpy as np  # noqa: E402
 from scipy.optimize import brentq  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
+from experiments._common import finish_figure, log, parser, save, use_compile_cache  # noqa: E402
 from jaxcontact.models import elasticity  # noqa: E402
 
 NAME = "thesis_material_extension"

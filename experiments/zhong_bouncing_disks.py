@@ -38,22 +38,18 @@ observations of the horizon): Σ|x̂ - x| / (Σ|x̂| + Σ|x|); the 50-step curve
 per observation, from the test trajectories' collision-free starts.
 
 Run from the repository root:
-    python experiments/zhong_bouncing_disks.py [--quick]
+    python -m experiments.zhong_bouncing_disks [--quick]
 (--quick: 24 training and 8 test chunks instead of 96 and 32, 15 Gauss-Newton iterations)
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from _common import use_compile_cache  # noqa: E402
+from experiments._common import use_compile_cache  # noqa: E402
 
 use_compile_cache()
 
@@ -61,7 +57,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "zhong_bouncing_disks"
 RADII = (0.05, 0.1, 0.13, 0.15, 0.18)          # m, BP5 (authors' code)

@@ -36,16 +36,12 @@ growth along 50-step test rollouts (Fig. 4, a plot), and the learned contact par
 beside Table 2.
 
 Run from the repository root:
-    python experiments/zhong_learned_dynamics.py [--quick]
+    python -m experiments.zhong_learned_dynamics [--quick]
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
@@ -56,7 +52,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "zhong_learned_dynamics"
 G = 9.81

@@ -35,22 +35,18 @@ starts, keeping the best (other bounce timings are local minima). The contact pa
 are the losses' `args`, so one compiled program serves every start and both models.
 
 Run from the repository root:
-    python experiments/zhong_throwing.py [--quick]
+    python -m experiments.zhong_throwing [--quick]
 (--quick: 8 learning chunks, 4 Gauss-Newton and 15 L-BFGS iterations)
 """
 
 from __future__ import annotations
 
-import pathlib
-import sys
 import time
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from _common import use_compile_cache  # noqa: E402
+from experiments._common import use_compile_cache  # noqa: E402
 
 use_compile_cache()
 
@@ -58,7 +54,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from _common import finish_figure, log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "zhong_throwing"
 RADIUS, MASS, STIFFNESS = 0.1, 1.0, 1e4        # m, kg, N/m

@@ -5,14 +5,10 @@ stiffness, the mass-ratio claim in the stiff-spring regime dt^2 k/m >> mass rati
 for soft springs), and the exact primal/dual duality heavy end mass <-> softened anchor spring.
 """
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "experiments"))
-from fig28_conditioning import DT, MASS, hessians, sweeps  # noqa: E402
+from experiments.fig28_conditioning import DT, MASS, hessians, sweeps  # noqa: E402
 
 RATIOS = np.logspace(0, 6, 13)
 

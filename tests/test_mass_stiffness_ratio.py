@@ -6,18 +6,14 @@ experiments/fig27_stiffness_ratio_springs.py. All four scenes share one structur
 as one vmapped batch per solver (two compilations in all).
 """
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
 import jaxcontact as jc
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "experiments"))
-from fig26_mass_ratio_pendulum import (ANGLE, DT, HEAVY, LENGTH, RATIO, STIFFNESS,  # noqa: E402
+from experiments.fig26_mass_ratio_pendulum import (ANGLE, DT, HEAVY, LENGTH, RATIO, STIFFNESS,  # noqa: E402
                                        simulate)
-from fig27_stiffness_ratio_springs import K_TOP, MASS, case  # noqa: E402
+from experiments.fig27_stiffness_ratio_springs import K_TOP, MASS, case  # noqa: E402
 
 # compile-heavy experiment checks: run by `make test-all`, not by CI
 pytestmark = pytest.mark.slow

@@ -7,16 +7,12 @@ per-DOF diagonal preconditioner (Eq. 116), not with the default per-body block o
 exact for a single body (docs/experiments.md).
 """
 
-import pathlib
-import sys
-
 import jaxcontact as jc
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "experiments"))
-import fig30_mass_ratio_stack as fig30  # noqa: E402
-import fig31_contact_stiffness_ratio as fig31  # noqa: E402
+from experiments import fig30_mass_ratio_stack as fig30
+from experiments import fig31_contact_stiffness_ratio as fig31
 
 STEPS = 48  # 0.4 s: past the landing transient and the dual's deepest sag
 

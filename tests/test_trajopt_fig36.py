@@ -2,15 +2,11 @@
 L-BFGS on adjoint gradients brings a ball to a target at t = 0.5 s through exactly two
 impacts, and the gradient it starts from agrees with central finite differences."""
 
-import pathlib
-import sys
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "experiments"))
-import fig36_trajectory_optimization as fig36  # noqa: E402
+from experiments import fig36_trajectory_optimization as fig36
 
 # compile-heavy experiment checks: run by `make test-all`, not by CI
 pytestmark = pytest.mark.slow
