@@ -50,10 +50,7 @@ DEFAULT_CASES = tuple(case for case in CASES if not case.endswith("_frictionless
 
 
 def _box_drop(jc, jax, jnp, batch):
-    scene = jc.Scene(dt=0.002)
-    scene.add_plane(friction=0.5)
-    scene.add_box(0.05, 1.0, pos=(0.0, 0.0, 0.3), friction=0.5)
-    model, state = scene.build(dtype=jnp.float32)
+    model, state = jc.scenes.box_drop().build(dtype=jnp.float32)
     kv, kw = jax.random.split(jax.random.PRNGKey(0))
     vel = jax.random.normal(kv, (batch, 1, 3), jnp.float32)
     ang = jax.random.normal(kw, (batch, 1, 3), jnp.float32)

@@ -77,18 +77,6 @@ def make_solver(jc, name, iterations=None, early_exit=None):
 
 
 SCENES = ("box_drop", "boxes8")
-BOX_HALF = 0.05
-
-
-def box_positions(n_boxes):
-    """The harness's starting positions: box_drop one box at z = 0.3; boxes8 a 2 x 4 grid at
-    z = 0.3 with 1 cm gaps between faces (in the harness's body order)."""
-    if n_boxes == 1:
-        return [(0.0, 0.0, 0.3)]
-    pitch = 2 * BOX_HALF + 0.01
-    return [((i - 1.5) * pitch, (j - 0.5) * pitch, 0.3) for i in range(4) for j in range(2)]
-
-
 def n_boxes_of(scene):
     return {"box_drop": 1, "boxes8": 8}[scene]
 
@@ -96,11 +84,7 @@ def n_boxes_of(scene):
 def box_drop_scene(dtype, solver, n_boxes=1):
     import jaxcontact as jc
 
-    scene = jc.Scene(dt=0.002)
-    scene.add_plane(friction=0.5)
-    for pos in box_positions(n_boxes):
-        scene.add_box(BOX_HALF, 1.0, pos, friction=0.5)
-    return scene.build(solver=solver, dtype=dtype)
+    return jc.scenes.box_drop(n_boxes).build(solver=solver, dtype=dtype)
 
 
 def initial_states(state, batch):

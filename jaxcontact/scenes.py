@@ -5,6 +5,7 @@ solver, contact laws, dtype and broad phase in `scene.build(...)`. Every builder
 indices it created in `scene.info` (a dict), for tests and experiments.
 
 - `spring_chain`: ADD supplement S1 ("computation time per number of rigid bodies in a chain").
+- `box_drop`: the MJX harness's reference scenes box_drop and boxes8 (../shared/bench).
 - `box_stack`: n equal boxes stacked on the ground (resting-contact closed forms).
 - `sphere_pile`: Qiao et al. 2020, Fig. 3 and Table 1 ("objects falling into a pile").
 - `contact_point_cube`: ADD supplement S2 (restitution against contact points per edge).
@@ -104,6 +105,23 @@ def spring_chain(n, *, link_half=(0.05, 0.02, 0.02), mass=0.1, stiffness=1e4, ga
 
 
 # --- box stack ---------------------------------------------------------------------------------
+
+def box_drop(n_boxes=1, *, dt=0.002) -> Scene:
+    """The benchmarks' reference scenes, as the MJX harness builds them: `n_boxes` = 1
+    (box_drop) or 8 (boxes8) boxes of half edge 5 cm and 1 kg, friction 0.5 on a ground plane
+    of friction 0.5, at z = 0.3 m; the eight in a 4 x 2 grid with 1 cm between faces, in the
+    harness's body order. `scene.info`: {"boxes"}."""
+    if n_boxes not in (1, 8):
+        raise ValueError(f"n_boxes must be 1 (box_drop) or 8 (boxes8), got {n_boxes!r}")
+    half = 0.05
+    pitch = 2 * half + 0.01
+    positions = ([(0.0, 0.0, 0.3)] if n_boxes == 1 else
+                 [((i - 1.5) * pitch, (j - 0.5) * pitch, 0.3) for i in range(4) for j in range(2)])
+    scene = Scene(dt=dt)
+    scene.add_plane(friction=0.5)
+    scene.info = {"boxes": [scene.add_box(half, 1.0, pos, friction=0.5) for pos in positions]}
+    return scene
+
 
 def box_stack(n, *, half=0.1, mass=1.0, gap=0.0, dt=0.002, gravity=(0.0, 0.0, -G),
               stiffness=1e5, damping=300.0, friction=0.5, rounding=None) -> Scene:

@@ -236,3 +236,18 @@ def test_legged_robot_structure_and_trot():
     np.testing.assert_allclose(targets[:, 2:4], targets[:, 4:6])   # front-right, rear-left
     np.testing.assert_allclose(targets[:, 0], -targets[:, 2], atol=1e-12)
     assert np.all(targets[:, 1::2] >= 0.0)
+
+
+def test_box_drop_is_the_harness_scene():
+    """`scenes.box_drop`: one box at z = 0.3 (box_drop), or eight in a 4 x 2 grid with 1 cm
+    between neighbouring faces (boxes8); any other count is refused by name."""
+    model, state = scenes.box_drop().build()
+    np.testing.assert_allclose(np.asarray(state.pos), [[0.0, 0.0, 0.3]])
+    model, state = scenes.box_drop(8).build()
+    pos = np.asarray(state.pos)
+    assert pos.shape == (8, 3) and np.allclose(pos[:, 2], 0.3)
+    gaps = np.abs(pos[:, None, :2] - pos[None, :, :2]).max(-1)
+    nearest = np.sort(gaps + np.eye(8) * 1e9, axis=1)[:, 0]
+    np.testing.assert_allclose(nearest - 2 * 0.05, 0.01, atol=1e-6)
+    with pytest.raises(ValueError, match="n_boxes"):
+        scenes.box_drop(2)
