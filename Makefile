@@ -9,7 +9,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 # install of a flat layout ("BuildBackendWarning: Editable installation ...") is not ours
 PIP := PYTHONWARNINGS=ignore $(PY) -m pip install --quiet
 
-.PHONY: demo test test-all bench install clean docs browser
+.PHONY: demo test test-all bench experiments install clean docs browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test: $(TEST_STAMP) browser
 
 test-all: $(TEST_STAMP) browser
 	$(PY) -m pytest -n auto --dist loadfile
+
+# every experiment's --quick run, one process each, and an index of their claims
+# (results/experiments/index.md; `python -m experiments --help`)
+experiments: $(TEST_STAMP)
+	$(PY) -m experiments
 
 bench: $(STAMP)
 	$(PIP) -e ".[test,bench]"
