@@ -35,7 +35,7 @@ import optax
 
 from jaxcontact.compiling import jit
 from jaxcontact.models.contact import damping_to_restitution, restitution_to_damping
-from jaxcontact.parallel import map_batch
+from jaxcontact.parallel import map_batch, shard_batch
 from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
 from jaxcontact.step import rollout
@@ -93,17 +93,15 @@ def _throw_rollout(model, state, *, steps):
 
 
 def _shard_batch(tree, batch):
-    """Spread the batch axis over all local devices when it divides evenly.
+    """Spread the batch axis over all local devices when it divides evenly (`jc.shard_batch`).
 
     On a CPU-only install each device is a thread (see `jax_num_cpu_devices`); the scenes are
     independent, and `jc.map_batch` runs each device's slice on its own.
     """
-    devices = jax.devices()
-    if len(devices) < 2 or batch % len(devices):
+    devices = len(jax.devices())
+    if devices < 2 or batch % devices:
         return tree, 1
-    mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
-    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-    return jax.device_put(tree, sharding), len(devices)
+    return shard_batch(tree), devices
 
 
 def throw_batch(batch=1024, steps=150, seed=0):

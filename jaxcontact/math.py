@@ -202,6 +202,13 @@ def quat_to_mat(q):
         q.shape[:-1] + (3, 3))
 
 
+def quat_to_mat_numpy(q):
+    """`quat_to_mat` of one quaternion (4,) in NumPy float64, from the same table (scene
+    building, which must not depend on JAX's precision setting)."""
+    q = np.asarray(q, np.float64)
+    return np.eye(3) + np.einsum("k,l,kle->e", q, q, _ROTATION).reshape(3, 3)
+
+
 def quat_integrate(q, omega, dt):
     """q+ = exp(dt ω) ⊗ q for a world-frame angular velocity ω (exact exponential map)."""
     return quat_mul(quat_exp(dt * omega), q)

@@ -99,7 +99,6 @@ def shard_batch(tree, mesh: Mesh | None = None, axis: str = "batch", *,
     return jax.tree_util.tree_unflatten(treedef, [place(x) for _, x in leaves])
 
 
-
 def map_batch(fn, mesh: Mesh | None = None, axis: str = "batch"):
     """fn, a function of batched pytrees (every leaf's leading axis the batch, e.g. a
     `jax.vmap` of `jc.rollout`), run by each device of `mesh`'s `axis` on its own slice of the

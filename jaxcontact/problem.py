@@ -122,11 +122,6 @@ class Factored:
     jac: Array
     weight: Array
 
-    @property
-    def shape(self):
-        e, _, _, d = self.jac.shape
-        return (e, d, d)
-
     def apply(self, x):
         """A_e x_e for each element, x (E, d) -> (E, d)."""
         y = jnp.sum(self.jac * x[:, None, None, :], axis=-1)
@@ -136,7 +131,6 @@ class Factored:
     def matrices(self):
         """The (E, d, d) matrices A_e."""
         return self.block(0, self.jac.shape[-1])
-
 
     def block(self, start, size):
         """The (E, size, size) diagonal sub-blocks A_e[start:start+size, start:start+size]."""
@@ -198,22 +192,25 @@ class Hessian:
         """Per term, the (E, d, d) local matrices (`Factored` ones multiplied out)."""
         return tuple(matrices(a) for a in self.local)
 
-    def projected(self):
+    def projected(self, where_needed=None):
         """H with each A_e of the terms marked `project` that could make H indefinite projected
         to positive semi-definite (`linalg.project_psd`; Newton's directions, design note 60).
         An element could where A_e + diag(its share of M) is indefinite, its share being each
         DOF's mass divided among the term's elements on it: where none could, Σ is positive
         semi-definite already. LAPACK's eigh costs ~20 µs per 12 x 12 matrix on this CPU,
-        50x a Cholesky factorization: it runs only where some element needs it (in a
-        vmapped batch, a select: always)."""
+        50x a Cholesky factorization: it runs only where some element needs it, through
+        `where_needed(needed, fn, fallback, operands)` (Newton passes `solvers.loop`'s, which
+        keeps that in a vmapped batch; None: a `lax.cond`)."""
+        if where_needed is None:
+            def where_needed(needed, fn, fallback, operands):
+                return jax.lax.cond(needed, fn, lambda _: fallback, operands)
         mass, local = self.diagonal.diagonal(), list(self.local)
         for k in (k for k, project in enumerate(self.project) if project):
             index = self.index[k]
             valence = scatter(jnp.ones(index.shape, mass.dtype), index, self.size)
             bad = linalg.indefinite(local[k], gather(mass / jnp.maximum(valence, 1.0), index))
-            local[k] = jax.lax.cond(
-                jnp.any(bad), lambda a, bad: jnp.where(bad[:, None, None], linalg.project_psd(a),
-                                                       a), lambda a, bad: a, local[k], bad)
+            local[k] = where_needed(jnp.any(bad), lambda op: jnp.where(
+                op[1][:, None, None], linalg.project_psd(op[0]), op[0]), local[k], (local[k], bad))
         return self.replace(local=tuple(local))
 
     def dense(self):

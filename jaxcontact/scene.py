@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import validate as check
+from jaxcontact.math import quat_to_mat_numpy
 from jaxcontact.models import mass as mass_properties
 from jaxcontact.models import sdf
 from jaxcontact.models.broad_phase import PARTICLE, BroadPhase, Sweep, default_capacity
@@ -232,12 +233,7 @@ def _as_float(x, dtype):
 
 
 def _rotation(quat):
-    """The 3 x 3 rotation of a unit quaternion (w, x, y, z) in NumPy float64 (`math.quat_to_mat`
-    at build time, whatever JAX's precision)."""
-    w, x, y, z = np.asarray(quat, np.float64)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    return quat_to_mat_numpy(quat)
 
 
 class Scene:

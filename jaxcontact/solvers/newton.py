@@ -72,7 +72,7 @@ class Newton(base.Solver):
 
     def direction(self, hessian, g, args):
         """d = -H⁻¹ g (module docstring), dense or by preconditioned conjugate gradients."""
-        hessian = hessian.projected()
+        hessian = hessian.projected(lambda *a: loop.where_needed(*a, branch=self.loops_exit_early))
         if self.method(hessian.size) == "dense":
             a, metric = hessian.dense(), hessian.diagonal.diagonal()
             if hessian.size <= linalg.ELIMINATION_MAX:
