@@ -13,9 +13,9 @@ from jaxcontact.randomize import randomize
 from jaxcontact.scene import Scene
 from jaxcontact.solvers import Descent, Dual, Implicit, Newton, Unrolled
 from jaxcontact.step import rollout, step
-from jaxcontact.types import (RESULT_MESSAGES, Attachment, Body, Cloth, Control, Geom, Joint, Model,
-                              Motor, Particle, Plane, Result, Shape, Solid, Spring, State,
-                              StepInfo)
+from jaxcontact.models import Attachment, Cloth, Joint, Motor, Solid, Spring
+from jaxcontact.types import (RESULT_MESSAGES, Body, Control, Geom, Model, Particle, Plane,
+                              Result, Shape, State, StepInfo)
 
 __version__ = "0.1.0"
 

@@ -209,6 +209,27 @@ def quat_to_mat_numpy(q):
     return np.eye(3) + np.einsum("k,l,kle->e", q, q, _ROTATION).reshape(3, 3)
 
 
+
+def mat_to_quat_numpy(rot):
+    """Unit quaternion (w, x, y, z) of a proper rotation matrix (3, 3), in NumPy: the inverse
+    of `quat_to_mat_numpy` (largest-pivot method)."""
+    trace = np.trace(rot)
+    k = int(np.argmax([trace, rot[0, 0], rot[1, 1], rot[2, 2]]))
+    if k == 0:
+        w = 0.5 * np.sqrt(1.0 + trace)
+        q = [w, (rot[2, 1] - rot[1, 2]) / (4 * w), (rot[0, 2] - rot[2, 0]) / (4 * w),
+             (rot[1, 0] - rot[0, 1]) / (4 * w)]
+    else:
+        i, j, l = k - 1, k % 3, (k + 1) % 3
+        v = 0.5 * np.sqrt(max(1.0 + rot[i, i] - rot[j, j] - rot[l, l], 0.0))
+        q = [0.0, 0.0, 0.0, 0.0]
+        q[0] = (rot[l, j] - rot[j, l]) / (4 * v)
+        q[1 + i] = v
+        q[1 + j] = (rot[j, i] + rot[i, j]) / (4 * v)
+        q[1 + l] = (rot[l, i] + rot[i, l]) / (4 * v)
+    q = np.asarray(q)
+    return q / np.linalg.norm(q)
+
 def quat_integrate(q, omega, dt):
     """q+ = exp(dt ω) ⊗ q for a world-frame angular velocity ω (exact exponential map)."""
     return quat_mul(quat_exp(dt * omega), q)

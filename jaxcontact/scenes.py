@@ -459,7 +459,7 @@ def random_structure(seed, *, max_bodies=8, max_particles=3) -> Scene:
             points = rng.normal(size=(int(rng.integers(6, 13)), 3))
             points *= size / np.linalg.norm(points, axis=1, keepdims=True)
             body = scene.add_mesh(points, 1.0)
-            com = scene._bodies[body].pos
+            com = scene.records("body")[body].pos
             reach.append(float(np.max(np.linalg.norm(points - com, axis=1))))
     radii = rng.uniform(0.0, 0.02, n_particle) * (rng.uniform(size=n_particle) < 0.7)
     for r in radii:

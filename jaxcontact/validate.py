@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import jax
 import numpy as np
 
 QUAT_TOL = 1e-6  # |q| may differ from 1 by this much (rounding of user-typed quaternions)
@@ -154,3 +155,21 @@ def number_or_array(name, value, **limits):
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         number(name, value, **limits)
     return value
+
+
+def every_vertex_used(name, count, elements, element) -> None:
+    """Each of the `count` vertices of argument `name` is a corner of some row of `elements`
+    (an (E, k) index table of `element`s: "tetrahedron", "triangle")."""
+    used = np.zeros(count, bool)
+    used[np.asarray(elements).reshape(-1)] = True
+    if not np.all(used):
+        raise ValueError(f"{name}: vertex {int(np.argmin(used))} belongs to no {element}")
+
+
+def leading_axis(name, tree, count, what) -> None:
+    """Every leaf of the pytree argument `name` has leading axis `count` (of its `what`)."""
+    for leaf in jax.tree.leaves(tree):
+        shape = np.shape(leaf)
+        if not shape or shape[0] != count:
+            raise ValueError(f"{name} leaves must have a leading axis of the {count} {what}, "
+                             f"got a leaf of shape {shape}")

@@ -39,8 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import validate as check
-from jaxcontact.math import quat_rotate
-from jaxcontact.scene import Scene, _mat_to_quat
+from jaxcontact.math import mat_to_quat_numpy, quat_rotate
+from jaxcontact.scene import Scene
 from jaxcontact.types import Control
 
 
@@ -229,7 +229,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         mujoco.mj_objectVelocity(m, d, obj.mjOBJ_BODY, r, spatial, 0)
         ang_vel = spatial[:3]
         vel = spatial[3:] + np.cross(ang_vel, centre - d.xpos[r])
-        props[r] = dict(pos=centre, quat=_mat_to_quat(axes), vel=vel, ang_vel=ang_vel)
+        props[r] = dict(pos=centre, quat=mat_to_quat_numpy(axes), vel=vel, ang_vel=ang_vel)
         ours[r] = scene.add_body(mass, moments, **props[r])
         props[r].update(mass=mass, inertia=moments)
         for b in members:
@@ -329,7 +329,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                      m.mesh_vertadr[m.geom_dataid[g]]:
                      m.mesh_vertadr[m.geom_dataid[g]] + m.mesh_vertnum[m.geom_dataid[g]]]}}
         geom_map[g] = scene.add_geom(body, shapes[kind], pos=d.geom_xpos[g],
-                                     quat=_mat_to_quat(rotation), friction=friction,
+                                     quat=mat_to_quat_numpy(rotation), friction=friction,
                                      collide=collides, **extra[shapes[kind]]())
         if collides:
             masks.setdefault(body, []).append((int(m.geom_contype[g]),

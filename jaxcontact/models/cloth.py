@@ -1,4 +1,5 @@
-"""Cloth: triangle membranes with dihedral bending over particles (issue 16; `Scene.add_cloth`).
+"""Cloth: triangle membranes with dihedral bending over particles: a kind of physics
+(`jaxcontact.models.kinds`): `Cloth`, `add_cloth`, `MembraneTerm` and `BendingTerm`.
 
 **Membrane.** A triangle with rest corners X₀, X₁, X₂ is given a 2-D rest frame once (edge
 matrix D_m, 2x2, in an orthonormal basis of its plane); its current corners x₀, x₁, x₂ give
@@ -39,8 +40,70 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
-from jaxcontact import terms
+from jaxcontact import meshes, terms
+from jaxcontact import validate as check
+from jaxcontact.models import kinds
+from jaxcontact.types import Array, static
+
+
+@struct.dataclass
+class Cloth:
+    """Cloth triangles (`add_cloth`): one entry per triangle, its
+    corners particles; each triangle carries membrane and plate bending energy.
+
+    Attributes:
+      density:           (T,) area density ρ_A, kg/m² (lumped: ρ_A A/3 to each corner).
+      stretch_stiffness: (T,) k, the membrane's 2-D Young's modulus, N/m.
+      bend_stiffness:    (T,) D, flexural rigidity, N m.
+      poisson_ratio:     (T,) ν of the membrane and of the plate's bending.
+      damping:           (T,) c of the strain-rate dissipation c |Ė|² per area, N s/m.
+      rest_inverse:      (T, 2, 2) D_m⁻¹ of the rest triangle in its plane, 1/m.
+      area:              (T,) rest area, m².
+      curvature_map:     (T, 3, 3) M, the shape operator's components from the triangle's
+                         three edge angles (rest geometry, `curvature_map`), 1/m.
+      rest_angle:        (T, 3) rest dihedral angle θ̄ of each edge, rad (0 on boundaries).
+      tris:     static tuple (T,) of 3 particle indices.
+      stencils: static tuple (T,) of 6 particle indices: the corners, then the far corner
+                across each edge (−1 on a boundary edge; `bending_stencils`).
+    """
+
+    density: Array
+    stretch_stiffness: Array
+    bend_stiffness: Array
+    poisson_ratio: Array
+    damping: Array
+    rest_inverse: Array
+    area: Array
+    curvature_map: Array
+    rest_angle: Array
+    tris: tuple = static(default=())
+    stencils: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.tris)
+
+    def lumped_mass(self):
+        """(corners (T, 3), share (T,)): a third of each triangle's ρ_A A to each corner."""
+        return self.tris, self.density * self.area / 3.0
+
+
+@dataclasses.dataclass
+class ClothRecord:
+    """One `add_cloth` call: T triangles."""
+    corners: np.ndarray       # (T, 3) particle indices
+    rest_inverse: np.ndarray  # (T, 2, 2)
+    area: np.ndarray          # (T,)
+    stencils: np.ndarray      # (T, 6) particle indices, -1 across a boundary edge
+    curvature_map: np.ndarray  # (T, 3, 3)
+    rest_angle: np.ndarray    # (T, 3)
+    density: float
+    stretch_stiffness: float
+    bend_stiffness: float
+    poisson_ratio: float
+    damping: float
 
 
 def membrane_lame(stiffness, poisson_ratio):
@@ -290,3 +353,87 @@ class BendingTerm(terms.RowTerm):
     def rows(self, x, p, shared, dt):
         shape = shape_operator(x.particle_pos, p["interior"], p["map"], p["rest_angle"])
         return (terms.bilateral(shape, p["stiffness"]),)
+
+
+def add_cloth(scene, verts, tris, *, density, stretch_stiffness, bend_stiffness,
+              damping=0.0, poisson_ratio=0.0, pos=(0.0, 0.0, 0.0), vel=(0.0, 0.0, 0.0),
+              radius=0.0, friction=None, stiffness=None, contact_damping=None):
+    """Add a cloth of triangles (`jc.meshes.grid`). Returns its particle indices.
+
+    Every vertex becomes a particle (collides as a ball of `radius` with planes,
+    obstacles and rigid bodies); every triangle a St. Venant-Kirchhoff membrane element
+    and a Kirchhoff plate bending element, its curvature read from the dihedral angles
+    of its edges (`models/cloth.py`), with
+    differentiable per-triangle parameters in `model.cloth`. Vertex masses are lumped
+    from the area density (a third of each triangle's ρ_A A). Pin nodes with
+    `scene.attach(p, -1, stiffness=...)`, or tie them to a body with `scene.attach(p, b)`.
+
+    Args:
+      verts: (V, 3) rest positions (m), in a frame placed at `pos`. Any rest shape: a
+        curved rest shape bends back to itself.
+      tris: (T, 3) vertex indices (`jc.meshes.check_tris` rejects degenerate ones).
+      density: area density ρ_A, kg/m² (> 0).
+      stretch_stiffness: k, N/m (> 0): Young's modulus times thickness.
+      bend_stiffness: D, N m (>= 0): flexural rigidity, E t³ / (12 (1 − ν²)). The
+        bending converges to the plate's on meshes whose vertices have 5-7 neighbours
+        (`jc.meshes.grid`, unstructured meshes); a mesh with valence-4 vertices (a
+        criss-cross grid) bends about 2.9 times too easily (design note 29).
+      damping: c, N s/m (>= 0) of the membrane's strain-rate dissipation.
+      poisson_ratio: ν in [0, 0.5) of the membrane and the bending, default 0.
+      pos, vel: translation of the rest shape, and the initial velocity of every vertex.
+      radius, friction, stiffness, contact_damping: the vertices' contact (`stiffness`
+        and `contact_damping` are the contact's k_n and k_d, as `add_particle`'s
+        `stiffness` and `damping`). The scene's default k_d (300 N s/m) suits bodies
+        of about a kilogram. A cloth vertex weighs grams, so the default is many times
+        its critical damping 2√(k_n m) (37 times for 1.65 g at k_n = 1e4 N/m). That
+        brakes whatever rolls or slides on the cloth, and its lagged terms can keep
+        Newton from converging (design note 33). Give a k_d near critical, or 0.
+    """
+    points = check.points("verts", verts)
+    areas = meshes.check_tris(points, tris)
+    tris = np.asarray(tris, np.int64)
+    rho = check.number("density", density, positive=True)
+    k = check.number("stretch_stiffness", stretch_stiffness, positive=True)
+    bend = check.number("bend_stiffness", bend_stiffness, low=0)
+    c = check.number("damping", damping, low=0)
+    nu = check.number("poisson_ratio", poisson_ratio, low=0)
+    if nu >= 0.5:
+        raise ValueError(f"poisson_ratio must be in [0, 0.5), got {poisson_ratio!r}")
+    check.every_vertex_used("verts", len(points), tris, "triangle")
+    stencils = bending_stencils(tris)
+    safe, interior = gather_table(stencils)
+    rest_angle = np.asarray(jax.vmap(edge_angles)(jnp.asarray(points[safe]),
+                                                            jnp.asarray(interior)))
+    rest = np.stack([np.linalg.inv(rest_frame(points[t])) for t in tris])
+    first = scene.mesh_particles(points, pos, vel, radius, friction, stiffness,
+                                 contact_damping)
+    scene.records("cloth").append(ClothRecord(
+        first + tris, rest, areas, np.where(stencils >= 0, first + stencils, -1),
+        curvature_map(points, stencils), rest_angle, rho, k, bend, nu, c))
+    return np.arange(first, first + len(points))
+
+
+def _pack(records, columns) -> Cloth:
+    def count(r):
+        return len(r.corners)
+
+    return Cloth(**{f: columns.per_element(records, f, count) for f in (
+        "density", "stretch_stiffness", "bend_stiffness", "poisson_ratio", "damping")},
+        area=columns.stacked(records, "area"),
+        rest_inverse=columns.stacked(records, "rest_inverse", 2, 2),
+        curvature_map=columns.stacked(records, "curvature_map", 3, 3),
+        rest_angle=columns.stacked(records, "rest_angle", 3),
+        tris=columns.table(records, "corners", 3),
+        stencils=columns.table(records, "stencils", 6))
+
+
+def _terms(records) -> list:
+    """The membrane of every triangle; their bending where any edge is interior."""
+    triangles = sum(len(r.corners) for r in records)
+    out = [MembraneTerm(triangles)] if triangles else []
+    if any(np.any(r.stencils[:, 3:] >= 0) for r in records):
+        out.append(BendingTerm(triangles))
+    return out
+
+
+KIND = kinds.register(kinds.Kind("cloth", _pack, _terms, (add_cloth,)))

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcontact import validate as check
-from jaxcontact.math import safe_norm, safe_sqrt
+from jaxcontact.math import safe_sqrt
 
 NORMAL_LAWS = ("linear", "power", "smooth")
 FRICTION_LAWS = ("huber", "pseudo_huber", "tanh", "linear")
@@ -574,3 +574,9 @@ class Contact:
             check.number(name, getattr(self, name), positive=True)
         for name in ("near_rigid", "friction_regularization"):
             check.number(name, getattr(self, name), low=0)
+
+    @property
+    def laws(self) -> Laws:
+        """The static choice of laws that the model and its contact terms carry."""
+        return Laws(self.normal, float(self.power), self.friction, self.coupling,
+                    float(self.near_rigid), float(self.friction_regularization))

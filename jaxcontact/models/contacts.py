@@ -594,22 +594,25 @@ class ParticleBody(ContactTerm):
                        _shared(model), used[:, None])
 
 
-def pair_terms(shape_a, shape_b):
-    """Which contact points a pair of shapes uses: "a" (a's points vs b's core), "b" (b's
-    points vs a's core), "segments" (capsule-capsule closest points), "edges" (one
-    edge-edge row, box-box and box-capsule)."""
-    if shape_a == Shape.SPHERE:
-        return ("a",)
-    if shape_a == shape_b == Shape.CAPSULE:
-        return ("segments",)
-    if {shape_a, shape_b} <= {Shape.BOX, Shape.CAPSULE}:
-        return ("a", "b", "edges")
-    return ("a", "b")
+# How each pair of shapes (shape_a <= shape_b) meets, keyed by the pair (as MJX keys its
+# collision functions by geom types): the parts of its rows, each a collider of `BodyPair`:
+#   "a" / "b": that side's contact points (`geometry.proxy_count` balls) against the other's core;
+#   "segments": the closest points of two capsules' segments (one row);
+#   "edges": one frozen edge-edge row (`geometry.edge_pairing`), where points miss edge contact.
+COLLIDERS = {
+    **{(Shape.SPHERE, other): ("a",) for other in Shape},
+    (Shape.BOX, Shape.BOX): ("a", "b", "edges"),
+    (Shape.BOX, Shape.CAPSULE): ("a", "b", "edges"),
+    (Shape.BOX, Shape.MESH): ("a", "b"),
+    (Shape.CAPSULE, Shape.CAPSULE): ("segments",),
+    (Shape.CAPSULE, Shape.MESH): ("a", "b"),
+    (Shape.MESH, Shape.MESH): ("a", "b"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class BodyPair(ContactTerm):
-    """Geoms of shapes (shape_a <= shape_b) on two bodies against each other (`pair_terms`):
+    """Geoms of shapes (shape_a <= shape_b) on two bodies against each other (`COLLIDERS`):
     each side's points against the other's core, capsule segments, one frozen edge-edge
     row. Static pairs of geoms (small scenes) or broad-phase slots."""
 
@@ -640,7 +643,7 @@ class BodyPair(ContactTerm):
 
     @property
     def parts(self):
-        return pair_terms(self.shape_a, self.shape_b)
+        return COLLIDERS[(Shape(self.shape_a), Shape(self.shape_b))]
 
     @property
     def rows_per_element(self):
@@ -657,41 +660,44 @@ class BodyPair(ContactTerm):
         return geometry.proxy_count(shape, self.n_vertices)
 
     def collide(self, x, p, shared):
-        gaps, normals, points = [], [], []
-        for part in self.parts:
-            if part == "segments":
-                out = geometry.segment_segment(x.pos[0], x.quat[0], p["size_a"], x.pos[1],
-                                               x.quat[1], p["size_b"])
-                out = tuple(v[None] for v in out)
-            elif part == "edges":
-                sides = [(geometry.core_half(s, p["size" + k], p["rounding" + k]),
-                          geometry.shape_radius(s, p["size" + k], p["rounding" + k]))
-                         for s, k in ((self.shape_a, "_a"), (self.shape_b, "_b"))]
-                out = geometry.edge_edge(x.pos[0], x.quat[0], *sides[0], x.pos[1], x.quat[1],
-                                         *sides[1], p["edge"], p["edge_sign"])
-                out = tuple(v[None] for v in out)
-            else:
-                own, other = (0, 1) if part == "a" else (1, 0)
-                shapes = (self.shape_a, self.shape_b)
-                keys = ("_a", "_b")
-                centre, radius = _points(shapes[own], x, own, p, keys[own])
-                distance = geometry.core_distance(shapes[other])
-                k = keys[other]
-                planes = p.get("planes" + k, jnp.zeros((1, 4), centre.dtype))
-                core_radius = geometry.shape_radius(shapes[other], p["size" + k],
-                                                    p["rounding" + k])
+        found = [self._segments(x, p) if part == "segments" else
+                 self._edges(x, p) if part == "edges" else
+                 self._points(x, p, *((0, 1) if part == "a" else (1, 0)))
+                 for part in self.parts]
+        return tuple(jnp.concatenate(rows) for rows in zip(*found))
 
-                def one(c, r, other=other, distance=distance, k=k, planes=planes,
-                        core_radius=core_radius):
-                    return geometry.ball_against_core(
-                        c, r, x.pos[other], x.quat[other],
-                        lambda q: distance(q, p["size" + k], p["rounding" + k], planes),
-                        core_radius)
+    def _segments(self, x, p):
+        """The "segments" collider: one row at the closest points of two capsules."""
+        out = geometry.segment_segment(x.pos[0], x.quat[0], p["size_a"], x.pos[1], x.quat[1],
+                                       p["size_b"])
+        return tuple(v[None] for v in out)
 
-                gap, normal, point = jax.vmap(one)(centre, radius)
-                out = (gap, normal if part == "a" else -normal, point)
-            gaps.append(out[0]), normals.append(out[1]), points.append(out[2])
-        return jnp.concatenate(gaps), jnp.concatenate(normals), jnp.concatenate(points)
+    def _edges(self, x, p):
+        """The "edges" collider: one row between the edges paired at the start of the step."""
+        sides = [(geometry.core_half(s, p["size" + k], p["rounding" + k]),
+                  geometry.shape_radius(s, p["size" + k], p["rounding" + k]))
+                 for s, k in ((self.shape_a, "_a"), (self.shape_b, "_b"))]
+        out = geometry.edge_edge(x.pos[0], x.quat[0], *sides[0], x.pos[1], x.quat[1],
+                                 *sides[1], p["edge"], p["edge_sign"])
+        return tuple(v[None] for v in out)
+
+    def _points(self, x, p, own, other):
+        """The "a" / "b" colliders: side `own`'s contact points against side `other`'s core;
+        normals point from body b towards body a, as every collider's."""
+        shapes, keys = (self.shape_a, self.shape_b), ("_a", "_b")
+        centre, radius = _points(shapes[own], x, own, p, keys[own])
+        distance = geometry.core_distance(shapes[other])
+        k = keys[other]
+        planes = p.get("planes" + k, jnp.zeros((1, 4), centre.dtype))
+        core_radius = geometry.shape_radius(shapes[other], p["size" + k], p["rounding" + k])
+
+        def one(c, r):
+            return geometry.ball_against_core(
+                c, r, x.pos[other], x.quat[other],
+                lambda q: distance(q, p["size" + k], p["rounding" + k], planes), core_radius)
+
+        gap, normal, point = jax.vmap(one)(centre, radius)
+        return gap, normal if own == 0 else -normal, point
 
     def elements(self, model, state, control, stages):
         a, b, used = _pair_slots(self, stages)

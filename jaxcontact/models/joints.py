@@ -1,4 +1,5 @@
-"""Soft joints, motors and limits between two bodies (ADD §5.3), as constraint rows.
+"""Soft joints and their limits between two bodies (ADD §5.3), as constraint rows: a kind of
+physics (`jaxcontact.models.kinds`): `Joint`, `add_joint`, `JointTerm` and `LimitTerm`.
 
 Each joint kind is a term whose elements are the joints of that kind; a world side (body -1)
 is the fixed identity frame, so its anchor and axes are world vectors. With p the world
@@ -14,9 +15,7 @@ build time, so the hinge angle is 0 there), the rows of each kind are:
 plus the damping of the joint's free coordinate(s), a velocity row ẋ = G u with its Jacobian
 frozen at the start of the step and stiffness Δt c (ADD Eq. 26): the relative spin about n
 (hinge), the relative spin (ball, world axes), the sliding along n (slider), the rate of
-stretch while taut (distance). Motors (ADD Eq. 25-26) hold a hinge's angle at the control's
-target α: R_a r̂_a - Rot(n, α) R_b r̂_b (3 rows, kp) and damp its spin (kd). Limits are
-one-sided rows on the hinge angle θ or the slider position s: x - lo >= 0 and hi - x >= 0.
+stretch while taut (distance). Limits are one-sided rows on the hinge angle θ or the slider position s: x - lo >= 0 and hi - x >= 0.
 """
 
 from __future__ import annotations
@@ -26,12 +25,186 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from jaxcontact import dofs, terms
-from jaxcontact.math import quat_to_mat, rotate_about, safe_atan2, safe_norm, safe_normalize
+from jaxcontact import validate as check
+from jaxcontact.math import quat_to_mat, safe_atan2, safe_norm, safe_normalize
+from jaxcontact.models import kinds
+from jaxcontact.types import Array, static
 
 KINDS = ("ball", "hinge", "slider", "fixed", "distance")
-_VECTORS = ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a", "ref_b")
+VECTORS = ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a", "ref_b")
+_SCALARS = ("stiffness", "angular_stiffness", "damping", "rest_length", "lower", "upper",
+            "limit_stiffness")
+
+
+@struct.dataclass
+class Joint:
+    """Soft joints: quadratic potentials k/2 |e|² of per-joint error vectors (ADD §5.3).
+
+    Every vector below is in the frame of its body (world coordinates for a world side,
+    body -1). Per kind, the error terms are (p = world anchor point, â axis, r̂ reference
+    direction ⊥ â, R the body rotation; the module docstring has the formulas):
+
+      ball:     p_a - p_b                                 (3 rows, ADD Eq. 23 with l0 = 0)
+      hinge:    ball + R_a â_a - R_b â_b                  (3 + 3 rows, ADD Eq. 24)
+      slider:   (I - n nᵀ)(p_a - p_b), n = R_b â_b, + orientation lock (3 + 6 rows)
+      fixed:    ball + orientation lock                   (3 + 6 rows)
+      distance: unilateral cable k/2 max(|p_a - p_b| - L, 0)²   (1 one-sided row)
+
+    The orientation lock aligns both axes â and r̂ (two Eq. 24 terms). Hinges and sliders may
+    carry limits on their coordinate x (hinge angle θ, slider displacement s): the one-sided
+    penalty k_lim/2 (min(x - lo, 0)² + max(x - hi, 0)²). Joint damping is a viscous
+    dissipation Δt c/2 ẋ² of the joint's free coordinate(s) (module docstring).
+
+    Attributes:
+      anchor_a, anchor_b: (J, 3) attachment points, m.
+      axis_a, axis_b:     (J, 3) unit joint axes â (hinge / slider axis).
+      ref_a, ref_b:       (J, 3) unit reference directions r̂ ⊥ â; R_a r̂_a = R_b r̂_b at build
+                          time, so the hinge angle is 0 there.
+      stiffness:          (J,) k of the position rows, N/m.
+      angular_stiffness:  (J,) k of the alignment rows (dimensionless errors), N m.
+      damping:            (J,) c of the free coordinate: N m s/rad (hinge, ball), N s/m
+                          (slider, distance).
+      rest_length:        (J,) L of distance joints, m (unused by other kinds).
+      lower, upper:       (J,) limits on the joint coordinate, rad or m (used where `limited`).
+      limit_stiffness:    (J,) k_lim, N m/rad² (hinge) or N/m (slider).
+      kind:               static tuple (J,) of names from `KINDS`.
+      body_a, body_b:     static tuples (J,) of body indices (body_b may be -1, the world).
+      limited:            static tuple (J,) of bools.
+    """
+
+    anchor_a: Array
+    anchor_b: Array
+    axis_a: Array
+    axis_b: Array
+    ref_a: Array
+    ref_b: Array
+    stiffness: Array
+    angular_stiffness: Array
+    damping: Array
+    rest_length: Array
+    lower: Array
+    upper: Array
+    limit_stiffness: Array
+    kind: tuple = static(default=())
+    body_a: tuple = static(default=())
+    body_b: tuple = static(default=())
+    limited: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.kind)
+
+
+@dataclasses.dataclass
+class JointRecord:
+    kind: str
+    body_a: int
+    body_b: int
+    anchor_a: np.ndarray
+    anchor_b: np.ndarray
+    axis_a: np.ndarray
+    axis_b: np.ndarray
+    ref_a: np.ndarray
+    ref_b: np.ndarray
+    stiffness: float
+    angular_stiffness: float
+    damping: float
+    rest_length: float
+    lower: float
+    upper: float
+    limit_stiffness: float
+    limited: bool
+
+
+def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
+              damping=0.0, limit=None, limit_stiffness=None, rest_length=None,
+              collide=False, angular_stiffness=None, anchor_b=None) -> int:
+    """Add a soft joint (ADD §5.3; see `jc.Joint` for its energy). Returns its index.
+
+    All geometry is given in WORLD coordinates at the bodies' current poses and stored in
+    each body's frame.
+
+    Args:
+      kind: "ball", "hinge", "slider", "fixed" or "distance" (a one-sided cable).
+      body_a, body_b: indices of two bodies; either may be -1 for the world
+        (`add_joint("hinge", -1, b, ...)` and `add_joint("hinge", b, -1, ...)` are the
+        same joint: its coordinate is that of the body relative to the world).
+      anchor: the joint point, m (for "distance": the attachment point on body a).
+      axis: the hinge or slider axis (normalized; must be non-zero). Its sign sets the
+        sign of the hinge angle θ (right-handed, a relative to b) and slider position.
+      stiffness: k of the position rows, N/m (> 0).
+      damping: viscous damping c >= 0 of the free coordinate(s): N m s/rad for hinges and
+        balls (relative spin), N s/m for sliders and cables (cables only while taut).
+      limit: (lo, hi) on the hinge angle (rad, within [-π, π]) or the slider position
+        (m), both 0 at build time; hinges and sliders only.
+      limit_stiffness: k_lim of the limit penalty (default: stiffness), N m/rad² or N/m.
+      rest_length: L >= 0 of a "distance" joint (default: the current distance).
+      collide: whether the two bodies may still collide with each other.
+      angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
+      anchor_b: "distance" only: the attachment point on body b (default: anchor).
+    """
+    check.choice("kind", kind, KINDS)
+    a, b = scene.body_pair(body_a, body_b)
+    k = check.number("stiffness", stiffness, positive=True)
+    k_ang = k if angular_stiffness is None else check.number(
+        "angular_stiffness", angular_stiffness, positive=True)
+    c = check.number("damping", damping, low=0)
+    if kind == "fixed" and c > 0:
+        raise ValueError(f"damping must be 0 for a fixed joint (no free motion), "
+                         f"got {damping!r}")
+    check.boolean("collide", collide)
+    point = check.vector("anchor", anchor, 3)
+    direction = check.direction("axis", axis)
+    lo, hi, k_lim = 0.0, 0.0, k
+    if limit is not None:
+        if kind not in ("hinge", "slider"):
+            raise ValueError(f"limit is only for hinge and slider joints, got limit={limit!r} "
+                             f"for kind {kind!r}")
+        lo, hi = check.vector("limit", limit, 2)
+        if lo > hi:
+            raise ValueError(f"limit must have lo <= hi, got {limit!r}")
+        if kind == "hinge" and (lo < -np.pi or hi > np.pi):
+            raise ValueError(f"limit of a hinge must lie in [-pi, pi] rad, got {limit!r}")
+        if limit_stiffness is not None:
+            k_lim = check.number("limit_stiffness", limit_stiffness, positive=True)
+    elif limit_stiffness is not None:
+        raise ValueError(f"limit_stiffness needs a limit, got {limit_stiffness!r}")
+    point_b = point
+    if kind == "distance":
+        if anchor_b is not None:
+            point_b = check.vector("anchor_b", anchor_b, 3)
+        if rest_length is None:
+            rest_length = float(np.linalg.norm(point - point_b))
+        rest = check.number("rest_length", rest_length, low=0)
+    else:
+        for name, value in (("rest_length", rest_length), ("anchor_b", anchor_b)):
+            if value is not None:
+                raise ValueError(f"{name} is only for distance joints, got {value!r} for "
+                                 f"kind {kind!r}")
+        rest = 0.0
+    if a < 0:
+        # the world on side a: the same joint (DESIGN.md section 3). Its coordinate (θ, s)
+        # is the body's motion relative to the world about / along the given axis in
+        # either order, so limits and motor targets mean the same; swap the sides only
+        a, b, point, point_b = b, a, point_b, point
+    helper = np.eye(3)[int(np.argmin(np.abs(direction)))]
+    ref = np.cross(direction, helper)
+    ref = ref / np.linalg.norm(ref)
+    (rot_a, pos_a), (rot_b, pos_b) = scene.frame(a), scene.frame(b)
+    records = scene.records("joint")
+    records.append(JointRecord(
+        kind=kind, body_a=a, body_b=b, anchor_a=rot_a.T @ (point - pos_a),
+        anchor_b=rot_b.T @ (point_b - pos_b), axis_a=rot_a.T @ direction,
+        axis_b=rot_b.T @ direction, ref_a=rot_a.T @ ref, ref_b=rot_b.T @ ref,
+        stiffness=k, angular_stiffness=k_ang, damping=c, rest_length=rest, lower=float(lo),
+        upper=float(hi), limit_stiffness=k_lim, limited=limit is not None))
+    if not collide and b >= 0:
+        scene.exclude_pair(a, b)
+    return len(records) - 1
+
 
 
 def frames(x, p):
@@ -59,12 +232,12 @@ def slider_position(f):
     return f["axis_b"] @ (f["p_a"] - f["p_b"])
 
 
-def _gather(model_part, index, names):
+def gather(model_part, index, names):
     idx = jnp.asarray(index, jnp.int32)
     return {name: getattr(model_part, name)[idx] for name in names}
 
 
-def _two_bodies(model, state, index):
+def two_bodies(model, state, index):
     """(bodies (E, 2), start) of joints `index`."""
     j = np.asarray(index)
     bodies = np.stack([np.asarray(model.joint.body_a)[j], np.asarray(model.joint.body_b)[j]],
@@ -73,14 +246,14 @@ def _two_bodies(model, state, index):
     return jnp.asarray(bodies), jnp.asarray(empty), dofs.gather_start(state, bodies, empty)
 
 
-def _velocity_rows(x, p):
+def velocity_rows(x, p):
     """G u of frozen velocity rows: jac_a·(v_a, ω_a) + jac_b·(v_b, ω_b), (r,)."""
     u_a = jnp.concatenate([x.vel[0], x.ang_vel[0]])
     u_b = jnp.concatenate([x.vel[1], x.ang_vel[1]])
     return p["jac_a"] @ u_a + p["jac_b"] @ u_b
 
 
-def _damping_jacobians(kind, f, start_pos):
+def damping_jacobians(kind, f, start_pos):
     """Jacobians (r, 6) of each side's damping rows at the start-of-step frames f."""
     n = f["axis_b"]
     if kind in ("hinge", "ball"):
@@ -109,8 +282,8 @@ class JointTerm(terms.RowTerm):
         return f"{self.kind} joint"
 
     def elements(self, model, state, control, stages):
-        bodies, particles, start = _two_bodies(model, state, self.joints)
-        params = _gather(model.joint, self.joints, _VECTORS + (
+        bodies, particles, start = two_bodies(model, state, self.joints)
+        params = gather(model.joint, self.joints, VECTORS + (
             "stiffness", "angular_stiffness", "damping", "rest_length"))
         if self.kind != "fixed":
             params.update(_start_damping(self.kind, start, params, model.dt))
@@ -143,7 +316,7 @@ class JointTerm(terms.RowTerm):
             groups = (terms.unilateral(cable[None], p["stiffness"][None]),)
         if self.kind == "fixed":
             return groups
-        rates = _velocity_rows(x, p)
+        rates = velocity_rows(x, p)
         return groups + (terms.bilateral(rates, dt * p["coef"]),)
 
 
@@ -153,7 +326,7 @@ def _start_damping(kind, start, params, dt):
     def one(s, p):
         x = dofs.local(s, jnp.zeros((12,), s.pos.dtype), dt)
         f = frames(x, p)
-        jac_a, jac_b = _damping_jacobians(kind, f, s.pos)
+        jac_a, jac_b = damping_jacobians(kind, f, s.pos)
         coef = jnp.full((jac_a.shape[0],), p["damping"])
         if kind == "distance":   # a cable is damped only while taut
             taut = safe_norm(f["p_a"] - f["p_b"]) > p["rest_length"]
@@ -161,39 +334,6 @@ def _start_damping(kind, start, params, dt):
         return {"jac_a": jac_a, "jac_b": jac_b, "coef": coef}
 
     return jax.vmap(one)(start, params)
-
-
-@dataclasses.dataclass(frozen=True)
-class MotorTerm(terms.RowTerm):
-    """Position motors on hinges (ADD Eq. 25-26): kp/2 |R_a r̂_a - Rot(n, α) R_b r̂_b|² holds the
-    hinge angle at the target α = `Control.motor[m]`; kd damps the spin about the axis (n
-    frozen at the start of the step)."""
-
-    motors: tuple            # motor indices m
-    joints: tuple            # the hinge of each motor
-    n_bodies = 2
-    name = "motor"
-
-    def elements(self, model, state, control, stages):
-        bodies, particles, start = _two_bodies(model, state, self.joints)
-        params = _gather(model.joint, self.joints, _VECTORS)
-        m = jnp.asarray(self.motors, jnp.int32)
-        params.update(kp=model.motor.kp[m], kd=model.motor.kd[m],
-                      target=jnp.asarray(control.motor, state.pos.dtype)[m])
-
-        def spin(s, p):
-            f = frames(dofs.local(s, jnp.zeros((12,), s.pos.dtype), model.dt), p)
-            return _damping_jacobians("hinge", f, s.pos)
-
-        params["jac_a"], params["jac_b"] = jax.vmap(spin)(start, params)
-        params["coef"] = params["kd"][:, None]
-        return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
-
-    def rows(self, x, p, shared, dt):
-        f = frames(x, p)
-        error = f["ref_a"] - rotate_about(f["axis_b"], p["target"], f["ref_b"])
-        return (terms.bilateral(error, jnp.full((3,), p["kp"])),
-                terms.bilateral(_velocity_rows(x, p), dt * p["coef"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,9 +350,9 @@ class LimitTerm(terms.RowTerm):
         return f"{self.kind} limit"
 
     def elements(self, model, state, control, stages):
-        bodies, particles, start = _two_bodies(model, state, self.joints)
-        params = _gather(model.joint, self.joints,
-                         _VECTORS + ("lower", "upper", "limit_stiffness"))
+        bodies, particles, start = two_bodies(model, state, self.joints)
+        params = gather(model.joint, self.joints,
+                         VECTORS + ("lower", "upper", "limit_stiffness"))
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
     # a limit may start far outside its range (gymnasium's ant: its ankles 0.52 rad out,
@@ -226,3 +366,27 @@ class LimitTerm(terms.RowTerm):
         coord = hinge_angle(f) if self.kind == "hinge" else slider_position(f)
         error = jnp.stack([coord - p["lower"], p["upper"] - coord])
         return (terms.unilateral(error, jnp.full((2,), p["limit_stiffness"])),)
+
+
+def _pack(records, columns) -> Joint:
+    return Joint(**{f: columns.column(records, f, 3) for f in VECTORS},
+                 **{f: columns.column(records, f) for f in _SCALARS},
+                 **{f: columns.static(records, f)
+                    for f in ("kind", "body_a", "body_b", "limited")})
+
+
+def _terms(records) -> list:
+    """A term per joint kind present, then one per limited kind (hinge, slider)."""
+    out = []
+    for kind in KINDS:
+        joints = tuple(j for j, r in enumerate(records) if r.kind == kind)
+        if joints:
+            out.append(JointTerm(kind, joints))
+    for kind in ("hinge", "slider"):
+        joints = tuple(j for j, r in enumerate(records) if r.kind == kind and r.limited)
+        if joints:
+            out.append(LimitTerm(kind, joints))
+    return out
+
+
+KIND = kinds.register(kinds.Kind("joint", _pack, _terms, (add_joint,)))

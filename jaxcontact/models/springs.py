@@ -1,4 +1,5 @@
-"""Distance springs between bodies, and attachments of particles to bodies or the world.
+"""Distance springs between two bodies, or a body and a world point: a kind of physics
+(`jaxcontact.models.kinds`): `Spring`, `add_spring` and `SpringTerm`.
 
 A spring joins a point fixed in body a to a point fixed in body b (or a world point, b = -1):
 U = k/2 (|Δ| - L)², Δ = p_a - p_b (thesis Eq. 111; ADD Eq. 23); in compliance form (thesis
@@ -11,21 +12,95 @@ chosen by the builder from the rest length at build time:
     compressed spring, which the scalar form does not.)
 Both stay exact for any value of the differentiable leaf L.
 
-An attachment ties a particle to a point fixed in a body (or the world): U = k/2 |x_p - p_b|²
-with the dissipation Δt c/2 |v_p - v_b(p_b)|² of their relative velocity (the body point's
-lever arm taken at the start of the step).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from jaxcontact import dofs, terms
+from jaxcontact import validate as check
 from jaxcontact.math import quat_rotate, safe_norm, safe_normalize
+from jaxcontact.models import kinds
+from jaxcontact.types import Array, static
+
+
+@struct.dataclass
+class Spring:
+    """Distance springs between two bodies, or a body and a world anchor (thesis Eq. 111).
+
+    U = k/2 C², C = |p_a - p_b| - L, with p_a = x_a + R_a a_a the attachment point on body a
+    and p_b the one on body b (a world point for body -1). In compliance form (thesis Eq. 117,
+    used by the `Dual` solver) its rows are e = Δ - L Δ/|Δ| (module docstring). A zero rest
+    length makes a soft ball joint.
+
+    Attributes:
+      anchor_a:    (S, 3) attachment point in body a's frame, m.
+      anchor_b:    (S, 3) attachment point in body b's frame (world coordinates if b = -1).
+      rest_length: (S,)   L, m.
+      stiffness:   (S,)   k, N/m.
+      body_a, body_b: static tuples (S,) of body indices (body_b may be -1, the world).
+    """
+
+    anchor_a: Array
+    anchor_b: Array
+    rest_length: Array
+    stiffness: Array
+    body_a: tuple = static(default=())
+    body_b: tuple = static(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.body_a)
+
+
+@dataclasses.dataclass
+class SpringRecord:
+    body_a: int
+    body_b: int
+    anchor_a: np.ndarray
+    anchor_b: np.ndarray
+    stiffness: float
+    rest_length: float
+
+
+def add_spring(scene, body_a, body_b=-1, *, stiffness, anchor_a=(0.0, 0.0, 0.0),
+               anchor_b=None, rest_length=None) -> int:
+    """Add a distance spring U = k/2 (|p_a - p_b| - L)² (thesis Eq. 111). Returns its index.
+
+    Args:
+      body_a, body_b: indices of two bodies; either may be -1 for a fixed world point.
+      stiffness: k, N/m (> 0). The `Dual` solver sees it as the compliance 1/k.
+      anchor_a: attachment point in body a's frame (default its centre of mass), or a
+        world point when body_a = -1.
+      anchor_b: attachment point in body b's frame, or a world point when body_b = -1.
+        Default: body b's centre, or for the world the current world position of
+        anchor_a (so the spring starts at its rest length when that is left out too).
+      rest_length: L >= 0, m. Default: the current distance of the two points. 0 makes a
+        soft ball joint.
+    """
+    a, b = scene.body_pair(body_a, body_b)
+    k = check.number("stiffness", stiffness, positive=True)
+    anchor_a = check.vector("anchor_a", anchor_a, 3)
+    if a < 0:   # the world on side a: the same spring with its sides swapped
+        if anchor_b is None:
+            anchor_b = np.zeros(3)
+        a, b, anchor_a, anchor_b = b, a, check.vector("anchor_b", anchor_b, 3), anchor_a
+    world_a = scene.world_point(a, anchor_a)
+    if anchor_b is None:
+        anchor_b = world_a if b == -1 else np.zeros(3)
+    anchor_b = check.vector("anchor_b", anchor_b, 3)
+    world_b = anchor_b if b == -1 else scene.world_point(b, anchor_b)
+    if rest_length is None:
+        rest_length = float(np.linalg.norm(world_a - world_b))
+    records = scene.records("spring")
+    records.append(SpringRecord(a, b, anchor_a, anchor_b, k, check.number(
+        "rest_length", rest_length, low=0)))
+    return len(records) - 1
 
 
 def _bodies(body_a, body_b, index):
@@ -65,29 +140,20 @@ class SpringTerm(terms.RowTerm):
         return (terms.bilateral(stretch[None], p["stiffness"][None]),)
 
 
-@dataclasses.dataclass(frozen=True)
-class AttachmentTerm(terms.RowTerm):
-    """Every attachment of `model.attachment`: particle `particle[i]` to body `body[i]`."""
+def _pack(records, columns) -> Spring:
+    return Spring(**{name: columns.column(records, name, *shape) for name, shape in (
+        ("anchor_a", (3,)), ("anchor_b", (3,)), ("rest_length", ()), ("stiffness", ()))},
+        body_a=columns.static(records, "body_a"), body_b=columns.static(records, "body_b"))
 
-    count: int
-    n_bodies = 1
-    n_particles = 1
-    name = "attachment"
 
-    def elements(self, model, state, control, stages):
-        att = model.attachment
-        bodies = np.asarray(att.body, np.int32).reshape(-1, 1)
-        particles = np.asarray(att.particle, np.int32).reshape(-1, 1)
-        params = {name: getattr(att, name) for name in ("anchor", "stiffness", "damping")}
-        start = dofs.gather_start(state, bodies, particles)
-        # the body point's lever arm for the dissipation, at the start of the step
-        params["lever"] = jax.vmap(quat_rotate)(start.quat[:, 0], params["anchor"])
-        return terms.Elements(bodies=jnp.asarray(bodies), particles=jnp.asarray(particles),
-                              start=start, params=params)
+def _terms(records) -> list:
+    """One term per row form, chosen by the rest length at build time (module docstring)."""
+    out = []
+    for vector in (False, True):
+        springs = tuple(i for i, r in enumerate(records) if (r.rest_length == 0.0) == vector)
+        if springs:
+            out.append(SpringTerm(springs, vector))
+    return out
 
-    def rows(self, x, p, shared, dt):
-        point = x.pos[0] + quat_rotate(x.quat[0], p["anchor"])
-        v_point = x.vel[0] + jnp.cross(x.ang_vel[0], p["lever"])
-        return (terms.bilateral(x.particle_pos[0] - point, jnp.full((3,), p["stiffness"])),
-                terms.bilateral(x.particle_vel[0] - v_point, jnp.full((3,), dt * p["damping"])))
 
+KIND = kinds.register(kinds.Kind("spring", _pack, _terms, (add_spring,)))
