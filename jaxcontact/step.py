@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jaxcontact import dofs, failure, terms
 from jaxcontact.math import quat_normalize
+from jaxcontact.solvers import tolerances
 from jaxcontact.types import Control, Model, State, StepInfo
 
 
@@ -52,12 +53,18 @@ def step(model: Model, state: State, control: Control | None = None):
     _check_control(model, control)
     solver = model.solver
     solver.check(model)
-    args = (model, terms.prepare(model, state, control))
+    # what the solve needs to know of the physics, decided here (the one place they meet):
+    # meshes' Hessians need longer Krylov solves, and a coarse space if multilevel is asked
+    solver = solver.with_krylov_cap(tolerances.KRYLOV_MESHES if model.has_meshes
+                                    else tolerances.KRYLOV_RIGID)
+    multilevel = "multilevel" in (getattr(solver, "preconditioner", None),
+                                  getattr(solver.gradients, "preconditioner", None))
+    args = (model, terms.prepare(model, state, control, multilevel=multilevel))
     with jax.named_scope("solve"):
         u, stats = solver.gradients.solve(solver, terms.PROBLEM, None, args)
     for _ in range(model.contact.relinearize):
         with jax.named_scope("relinearize"):
-            args = (model, terms.prepare(model, state, control, at=u))
+            args = (model, terms.prepare(model, state, control, at=u, multilevel=multilevel))
             u, again = solver.gradients.solve(solver, terms.PROBLEM, u, args)
         stats = {**again, "iterations": stats["iterations"] + again["iterations"]}
     gap = jax.lax.stop_gradient(terms.contact_gaps(u, args))

@@ -278,14 +278,15 @@ def mass_blocks(model, state) -> BlockDiagonal:
                   eye / particle))
 
 
-def prepare(model, state, control, at=None) -> Context:
+def prepare(model, state, control, at=None, multilevel=False) -> Context:
     """The u-independent part of the step's problem: mass, ũ, and every term's elements
     (each shared stage, e.g. the broad phase, runs once; contact rows are linearized at the
     start of the step).
 
     With `at` (velocities u of a previous solve of this step, `relinearize`), contact rows
     are linearized about u instead of the start of the step
-    (`models.contacts.ContactTerm.linearize`); everything else is the same."""
+    (`models.contacts.ContactTerm.linearize`); everything else is the same. `multilevel`:
+    the solve asks for the meshes' coarse space even where it does not pay (`coarse_space`)."""
     mass = mass_blocks(model, state)
     inertia = mass.blocks[0][:, 3:, 3:]
     vel = state.vel + model.dt * control.force / model.body.mass[:, None]
@@ -312,7 +313,7 @@ def prepare(model, state, control, at=None) -> Context:
     elements = tuple(elements)
     return Context(elements=elements, mass=mass,
                    u_free=_free_flight(model, elements, mass, u_free), overflow=overflow,
-                   coarse=coarse_space(model, state),
+                   coarse=coarse_space(model, state, multilevel),
                    quat=jnp.concatenate([state.quat, jnp.asarray([[1.0, 0.0, 0.0, 0.0]],
                                                                   state.quat.dtype)]),
                    resolution=jax.lax.stop_gradient(_resolution(model, state, mass)))
@@ -360,13 +361,11 @@ def delassus(el: Elements, mass: BlockDiagonal):
     return out
 
 
-def coarse_space(model, state):
+def coarse_space(model, state, asked=False):
     """The coarse space of the model's meshes at the state's positions, where a solve may
     use it: cloth of at least `aggregation.MIN_PARTICLES` particles (where the multilevel
-    preconditioner pays: design note 31), or a solver that asks for it; else None."""
-    wanted = {getattr(model.solver, "preconditioner", "auto"),
-              getattr(getattr(model.solver, "gradients", None), "preconditioner", "auto")}
-    if "multilevel" not in wanted and not aggregation.pays(model):
+    preconditioner pays: design note 31), or where the solve asks for it; else None."""
+    if not asked and not aggregation.pays(model):
         return None   # (decided before the hierarchy, which a solid alone never needs)
     structure = aggregation.of_model(model)
     if structure is None:

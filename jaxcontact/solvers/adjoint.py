@@ -55,8 +55,7 @@ class Implicit:
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
         u, stats = solver.solve(problem, None if u0 is None else jax.lax.stop_gradient(u0),
                                 jax.lax.stop_gradient(args))
-        iterations = self.iterations or (tolerances.KRYLOV_MESHES if args[0].has_meshes
-                                         else tolerances.KRYLOV_RIGID)
+        iterations = self.iterations or tolerances.KRYLOV_RIGID   # `step` sets it per scene
         settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
                                        or solver.loops_exit_early)
         rule = _reverse if self.mode == "reverse" else _forward

@@ -70,6 +70,19 @@ class Solver:
                 mode="forward" if self.ad == "jvp" else "reverse", linear=rule)
         object.__setattr__(self, "gradients", rule)
 
+    def with_krylov_cap(self, cap: int) -> "Solver":
+        """A copy with `cap` as the Krylov iteration cap wherever these settings leave it to
+        the default (None): Newton's directions and the implicit gradients' solve. `step`
+        passes the cap the scene's Hessians need (`tolerances.KRYLOV_RIGID`, `KRYLOV_MESHES`),
+        so no solver reads the physics."""
+        out = dataclasses.replace(self)
+        if getattr(out, "krylov_iterations", 0) is None:
+            out = dataclasses.replace(out, krylov_iterations=cap)
+        if isinstance(out.gradients, Implicit) and out.gradients.iterations is None:
+            object.__setattr__(out, "gradients", dataclasses.replace(out.gradients,
+                                                                     iterations=cap))
+        return out
+
     @property
     def loops_exit_early(self) -> bool:
         """`early_exit`, unless gradients are unrolled (reverse mode needs the scans)."""

@@ -83,8 +83,7 @@ class Newton(base.Solver):
             # not positive definite: the modified factorization, only where a scene needs it
             return loop.where_needed(~ok, lambda op: linalg.solve_convexified(*op)[0], d,
                                      (a, -g, metric), branch=self.loops_exit_early)
-        cap = self.krylov_iterations or (tolerances.KRYLOV_MESHES if args[0].has_meshes
-                                         else tolerances.KRYLOV_RIGID)
+        cap = self.krylov_iterations or tolerances.KRYLOV_RIGID   # `step` sets it per scene
         precond = linear.preconditioner(hessian, self.preconditioner)
         d = linear.cg(hessian.matvec, precond, -g, cap, tolerances.FORCING,
                       self.loops_exit_early, absolute=True)
