@@ -23,7 +23,7 @@ from jaxcontact.types import Array, static
 
 
 @struct.dataclass
-class Attachment:
+class Attachment(kinds.Params):
     """Particles tied to points fixed in bodies, or to world points (body -1).
 
     Attributes:
@@ -39,9 +39,6 @@ class Attachment:
     particle: tuple = static(default=())
     body: tuple = static(default=())
 
-    @property
-    def size(self) -> int:
-        return len(self.particle)
 
 
 @dataclasses.dataclass

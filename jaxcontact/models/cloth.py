@@ -49,7 +49,7 @@ from jaxcontact.types import Array, static
 
 
 @struct.dataclass
-class Cloth:
+class Cloth(kinds.Params):
     """Cloth triangles (`add_cloth`): one entry per triangle, its
     corners particles; each triangle carries membrane and plate bending energy.
 
@@ -80,10 +80,6 @@ class Cloth:
     rest_angle: Array
     tris: tuple = static(default=())
     stencils: tuple = static(default=())
-
-    @property
-    def size(self) -> int:
-        return len(self.tris)
 
     def lumped_mass(self):
         """(corners (T, 3), share (T,)): a third of each triangle's ρ_A A to each corner."""

@@ -367,11 +367,43 @@ def _points(shape, x, slot, p, suffix):
     return x.pos[slot][None, :] + rotate(x.quat[slot], local), radius
 
 
+def _balls_against(centre, radius, distance, normal):
+    """Rows of balls (centres (c, 3), radii (c,)) against a static surface, from its signed
+    distance (c,) and outward normal (c, 3) at the centres: gaps, normals, and contact points
+    midway into the overlap."""
+    gap = distance - radius
+    return gap, normal, centre - (radius + 0.5 * gap)[:, None] * normal
+
+
+def _static_distance(term, centre, p, shared):
+    """(distance (c,), normal (c, 3)) of points (c, 3) to the term's plane (p's normal and
+    offset) or to its obstacle's grid (shared)."""
+    if term.against_plane:
+        return centre @ p["normal"] - p["offset"], jnp.broadcast_to(p["normal"], centre.shape)
+    grid = shared["grid"]
+    return (jax.vmap(lambda c: sdf.sample(grid, c))(centre),
+            jax.vmap(lambda c: sdf.normal(grid, c))(centre))
+
+
+def _static_side(term, model, count):
+    """(params, surface, shared) of the static side of the term's `count` elements: plane
+    `term.planes[e]` (its normal and offset per element) or obstacle `term.obstacle` (its grid
+    shared by every element)."""
+    if term.against_plane:
+        plane = jnp.asarray(term.planes, jnp.int32)
+        return ({"normal": model.plane.normal[plane], "offset": model.plane.offset[plane]},
+                _surface(model.plane, plane), _shared(model))
+    surface = {k: jnp.broadcast_to(v, (count,))
+               for k, v in _surface(model.obstacle, term.obstacle).items()}
+    return {}, surface, _shared(model, {"grid": model.obstacle.grid[term.obstacle]})
+
+
 # --- colliders ---------------------------------------------------------------------------------
 
 class BodyAgainstStatic(ContactTerm):
-    """Bodies of one shape (`shape`, `bodies`) against a static surface: one element per body,
-    one row per contact point of the shape (`geometry.proxy_count`)."""
+    """Bodies of one shape (`shape`, `geoms`) against a static surface (`BodyPlane`,
+    `BodyObstacle`): one element per geom, one row per contact point of the shape
+    (`geometry.proxy_count`)."""
 
     n_bodies = 1
     geom_slots = ((0, ""),)
@@ -384,11 +416,25 @@ class BodyAgainstStatic(ContactTerm):
     def count(self):
         return len(self.geoms)
 
+    def collide(self, x, p, shared):
+        centre, radius = _points(self.shape, x, 0, p, "")
+        return _balls_against(centre, radius, *_static_distance(self, centre, p, shared))
+
+    def elements(self, model, state, control, stages):
+        geom = jnp.asarray(self.geoms, jnp.int32)
+        side, surface, shared = _static_side(self, model, len(self.geoms))
+        params = {**_geometry(model, geom, self.shape, self.placed), **side,
+                  **_combined(_surface(model.geom, geom), surface)}
+        c = geometry.proxy_count(self.shape, self.n_vertices)
+        used = jax.vmap(lambda p: _proxy_mask(self.shape, p, "", c))(params)
+        return _finish(self, model, state, _geom_body(model, geom)[:, None],
+                       jnp.zeros((len(self.geoms), 0), jnp.int32), params, shared, used)
+
 
 @dataclasses.dataclass(frozen=True)
 class BodyPlane(BodyAgainstStatic):
     """Bodies of one shape against planes: each contact point of the body against the plane,
-    d = n·c - o - ρ. Elements: the static (body, plane) table."""
+    d = n·c - o - ρ. Elements: the static (geom, plane) table."""
 
     shape: int
     geoms: tuple
@@ -396,27 +442,11 @@ class BodyPlane(BodyAgainstStatic):
     laws: Laws
     n_vertices: int = 0
     placed: bool = False
+    against_plane = True
 
     @property
     def name(self):
         return f"contact {Shape(self.shape).name.lower()}-plane"
-
-    def collide(self, x, p, shared):
-        centre, radius = _points(self.shape, x, 0, p, "")
-        gap = centre @ p["normal"] - p["offset"] - radius
-        normal = jnp.broadcast_to(p["normal"], centre.shape)
-        return gap, normal, centre - (radius + 0.5 * gap)[:, None] * normal
-
-    def elements(self, model, state, control, stages):
-        geom = jnp.asarray(self.geoms, jnp.int32)
-        plane = jnp.asarray(self.planes, jnp.int32)
-        params = {**_geometry(model, geom, self.shape, self.placed),
-                  "normal": model.plane.normal[plane], "offset": model.plane.offset[plane],
-                  **_combined(_surface(model.geom, geom), _surface(model.plane, plane))}
-        c = geometry.proxy_count(self.shape, self.n_vertices)
-        used = jax.vmap(lambda p: _proxy_mask(self.shape, p, "", c))(params)
-        return _finish(self, model, state, _geom_body(model, geom)[:, None],
-                       jnp.zeros((len(self.geoms), 0), jnp.int32), params, _shared(model), used)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,41 +460,19 @@ class BodyObstacle(BodyAgainstStatic):
     laws: Laws
     n_vertices: int = 0
     placed: bool = False
+    against_plane = False
 
     @property
     def name(self):
         return f"contact {Shape(self.shape).name.lower()}-obstacle {self.obstacle}"
 
-    def collide(self, x, p, shared):
-        centre, radius = _points(self.shape, x, 0, p, "")
-        grid = shared["grid"]
-        gap = jax.vmap(lambda c: sdf.sample(grid, c))(centre) - radius
-        normal = jax.vmap(lambda c: sdf.normal(grid, c))(centre)
-        return gap, normal, centre - (radius + 0.5 * gap)[:, None] * normal
 
-    def elements(self, model, state, control, stages):
-        geom = jnp.asarray(self.geoms, jnp.int32)
-        obstacle = _surface(model.obstacle, self.obstacle)
-        params = {**_geometry(model, geom, self.shape, self.placed),
-                  **_combined(_surface(model.geom, geom),
-                              {k: jnp.broadcast_to(v, geom.shape) for k, v in obstacle.items()})}
-        c = geometry.proxy_count(self.shape, self.n_vertices)
-        used = jax.vmap(lambda p: _proxy_mask(self.shape, p, "", c))(params)
-        shared = _shared(model, {"grid": model.obstacle.grid[self.obstacle]})
-        return _finish(self, model, state, _geom_body(model, geom)[:, None],
-                       jnp.zeros((len(self.geoms), 0), jnp.int32), params, shared, used)
+class ParticleAgainstStatic(ContactTerm):
+    """Particles (balls of their radius) against a static surface (`ParticlePlane`,
+    `ParticleObstacle`): one element and one row per particle."""
 
-
-@dataclasses.dataclass(frozen=True)
-class ParticlePlane(ContactTerm):
-    """Particles (balls of their radius) against planes."""
-
-    particles: tuple
-    planes: tuple
-    laws: Laws
     n_particles = 1
     side_a = ("particle", 0)
-    name = "contact particle-plane"
     rows_per_element = 1
 
     @property
@@ -473,58 +481,42 @@ class ParticlePlane(ContactTerm):
 
     def collide(self, x, p, shared):
         centre = x.particle_pos[:1]
-        gap = centre @ p["normal"] - p["offset"] - p["radius"]
-        normal = p["normal"][None, :]
-        return gap, normal, centre - (p["radius"] + 0.5 * gap)[:, None] * normal
+        return _balls_against(centre, p["radius"][None],
+                              *_static_distance(self, centre, p, shared))
 
     def elements(self, model, state, control, stages):
         particle = jnp.asarray(self.particles, jnp.int32)
-        plane = jnp.asarray(self.planes, jnp.int32)
-        params = {"radius": model.particle.radius[particle], "normal": model.plane.normal[plane],
-                  "offset": model.plane.offset[plane],
-                  **_combined(_surface(model.particle, particle), _surface(model.plane, plane))}
         e = len(self.particles)
+        side, surface, shared = _static_side(self, model, e)
+        params = {"radius": model.particle.radius[particle], **side,
+                  **_combined(_surface(model.particle, particle), surface)}
         return _finish(self, model, state, jnp.zeros((e, 0), jnp.int32), particle[:, None],
-                       params, _shared(model), jnp.ones((e, 1), bool))
+                       params, shared, jnp.ones((e, 1), bool))
 
 
 @dataclasses.dataclass(frozen=True)
-class ParticleObstacle(ContactTerm):
+class ParticlePlane(ParticleAgainstStatic):
+    """Particles against planes. Elements: the static (particle, plane) table."""
+
+    particles: tuple
+    planes: tuple
+    laws: Laws
+    against_plane = True
+    name = "contact particle-plane"
+
+
+@dataclasses.dataclass(frozen=True)
+class ParticleObstacle(ParticleAgainstStatic):
     """Particles against one obstacle's signed distance grid."""
 
     particles: tuple
     obstacle: int
     laws: Laws
-    n_particles = 1
-    side_a = ("particle", 0)
-
-    rows_per_element = 1
+    against_plane = False
 
     @property
     def name(self):
         return f"contact particle-obstacle {self.obstacle}"
-
-    @property
-    def count(self):
-        return len(self.particles)
-
-    def collide(self, x, p, shared):
-        centre = x.particle_pos[0]
-        gap = sdf.sample(shared["grid"], centre) - p["radius"]
-        normal = sdf.normal(shared["grid"], centre)
-        return gap[None], normal[None], (centre - (p["radius"] + 0.5 * gap) * normal)[None]
-
-    def elements(self, model, state, control, stages):
-        particle = jnp.asarray(self.particles, jnp.int32)
-        obstacle = _surface(model.obstacle, self.obstacle)
-        params = {"radius": model.particle.radius[particle],
-                  **_combined(_surface(model.particle, particle),
-                              {k: jnp.broadcast_to(v, particle.shape)
-                               for k, v in obstacle.items()})}
-        e = len(self.particles)
-        shared = _shared(model, {"grid": model.obstacle.grid[self.obstacle]})
-        return _finish(self, model, state, jnp.zeros((e, 0), jnp.int32), particle[:, None],
-                       params, shared, jnp.ones((e, 1), bool))
 
 
 def _pair_slots(term, stages, offset_b=0):

@@ -23,7 +23,7 @@ from jaxcontact.types import Array, static
 
 
 @struct.dataclass
-class Drag:
+class Drag(kinds.Params):
     """Linear drag on particles.
 
     Attributes:
@@ -34,9 +34,6 @@ class Drag:
     coefficient: Array
     particle: tuple = static(default=())
 
-    @property
-    def size(self) -> int:
-        return len(self.particle)
 
 
 @dataclasses.dataclass

@@ -40,7 +40,7 @@ _SCALARS = ("stiffness", "angular_stiffness", "damping", "rest_length", "lower",
 
 
 @struct.dataclass
-class Joint:
+class Joint(kinds.Params):
     """Soft joints: quadratic potentials k/2 |e|² of per-joint error vectors (ADD §5.3).
 
     Every vector below is in the frame of its body (world coordinates for a world side,
@@ -93,9 +93,6 @@ class Joint:
     body_b: tuple = static(default=())
     limited: tuple = static(default=())
 
-    @property
-    def size(self) -> int:
-        return len(self.kind)
 
 
 @dataclasses.dataclass

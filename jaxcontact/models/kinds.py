@@ -42,6 +42,17 @@ class Kind:
     builders: tuple = ()
 
 
+class Params:
+    """Base of a kind's parameters (a flax struct dataclass): `size` is its number of elements,
+    the length of its first static field (an index tuple: one entry per element)."""
+
+    @property
+    def size(self) -> int:
+        first = next(f for f in dataclasses.fields(self)
+                     if not f.metadata.get("pytree_node", True))
+        return len(getattr(self, first.name))
+
+
 KINDS: dict[str, Kind] = {}
 _BUILDERS: dict[str, Callable] = {}
 # names `Model` and the scene builder already use for their own fields and methods

@@ -24,7 +24,7 @@ from jaxcontact.types import Array, static
 
 
 @struct.dataclass
-class Motor:
+class Motor(kinds.Params):
     """Position motors on hinges (ADD Eq. 25-26), with targets α from `Control.motor`.
 
     Energy kp/2 |R_a r̂_a - Rot(n, α) R_b r̂_b|² (n the world hinge axis R_b â_b): it holds the
@@ -42,9 +42,6 @@ class Motor:
     kd: Array
     joint: tuple = static(default=())
 
-    @property
-    def size(self) -> int:
-        return len(self.joint)
 
 
 @dataclasses.dataclass

@@ -27,7 +27,7 @@ from jaxcontact.types import Array, static
 
 
 @struct.dataclass
-class Solid:
+class Solid(kinds.Params):
     """Linear tetrahedra of FEM solids (`add_solid`): one entry
     per tetrahedron, its corners particles.
 
@@ -50,10 +50,6 @@ class Solid:
     volume: Array
     tets: tuple = static(default=())
     material: tuple = static(default=())
-
-    @property
-    def size(self) -> int:
-        return len(self.tets)
 
     def lumped_mass(self):
         """(corners (T, 4), share (T,)): a quarter of each tetrahedron's ρV to each corner."""

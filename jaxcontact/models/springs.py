@@ -30,7 +30,7 @@ from jaxcontact.types import Array, static
 
 
 @struct.dataclass
-class Spring:
+class Spring(kinds.Params):
     """Distance springs between two bodies, or a body and a world anchor (thesis Eq. 111).
 
     U = k/2 C², C = |p_a - p_b| - L, with p_a = x_a + R_a a_a the attachment point on body a
@@ -53,9 +53,6 @@ class Spring:
     body_a: tuple = static(default=())
     body_b: tuple = static(default=())
 
-    @property
-    def size(self) -> int:
-        return len(self.body_a)
 
 
 @dataclasses.dataclass
