@@ -22,7 +22,7 @@ $(TEST_STAMP): $(STAMP)
 	$(PIP) -e ".[test,rl]"
 	touch $(TEST_STAMP)
 
-# the viewer's tests (tests/test_viz.py) drive a headless Chromium: install it where it is
+# the viewer's tests (tests/viz/test_html.py) drive a headless Chromium: install it where it is
 # missing and apt-get can; without it those tests skip
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
@@ -52,10 +52,14 @@ test-all: $(TEST_STAMP) browser
 experiments: $(TEST_STAMP)
 	$(PY) -m experiments
 
+# the benchmark suite, each benchmark in its own process and MuJoCo MJX measured in the same
+# run (benchmarks/mjx.py): results/benchmarks/summary.json and summary.md, exit status 1 if a
+# benchmark failed (`python -m benchmarks --help`). About 40 minutes on two cores;
+# `make bench BENCH=--quick` about 3, `BENCH="--only throughput gradient"` a part
+BENCH ?=
 bench: $(STAMP)
 	$(PIP) -e ".[test,bench]"
-	$(PY) -m benchmarks.throughput
-	$(PY) -m benchmarks.gradient
+	$(PY) -m benchmarks $(BENCH)
 
 # the API reference from the docstrings (mkdocs.yml); --strict: any warning (a docstring
 # griffe cannot parse, a broken link or reference) fails the build

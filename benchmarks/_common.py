@@ -19,8 +19,10 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_HARNESS = REPO.parent / "shared" / "bench" / "mjx_anchor.py"
-RESULTS = REPO / "results"
+# where write_results puts results/<name>.json; the suite (`python -m benchmarks`) points its
+# benchmarks at its own folder through this variable
+RESULTS_ENV = "JAXCONTACT_BENCH_RESULTS"
+RESULTS = pathlib.Path(os.environ.get(RESULTS_ENV) or REPO / "results")
 
 
 def log(msg=""):
@@ -173,6 +175,30 @@ def timed_compile(fn, *args):
     return compiled, time.perf_counter() - t0
 
 
+def timed_runs(fn, *args, repeats=3, min_time_s=0.0, max_runs=50, max_repeat_s=math.inf):
+    """Wall times of calls `fn(*args)` (each to block_until_ready), the first one included.
+
+    At least `repeats` calls, more (up to `max_runs`) while their total is under `min_time_s`;
+    fewer once one call took longer than `max_repeat_s` (long runs vary little). The previous
+    call's outputs are dropped before the next one starts. Returns (seconds per call, the last
+    call's outputs).
+    """
+    import jax
+
+    runs, out = [], None
+    for i in range(max_runs):
+        out = None
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        runs.append(time.perf_counter() - t0)
+        if i + 1 >= repeats and sum(runs) >= min_time_s:
+            break
+        if i + 1 < repeats and runs[-1] > max_repeat_s:
+            log(f"  a run took {runs[-1]:.0f} s > {max_repeat_s:.0f} s: no further repeats")
+            break
+    return runs, out
+
+
 def best_of_interleaved(fns, *args, repeats=3, min_time_s=2.0, max_rounds=100):
     """Best wall time of each function, timed in interleaved rounds after one warm-up call each.
 
@@ -203,7 +229,7 @@ def best_of_interleaved(fns, *args, repeats=3, min_time_s=2.0, max_rounds=100):
 def write_results(doc, name):
     """Write `doc` as results/<name>.json (recording the path in doc["output"]) and print it
     to stdout. Returns the path."""
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     doc["output"] = str(path)
     text = json.dumps(doc, indent=2)

@@ -1,6 +1,6 @@
 """Gradient throughput of the batched `box_drop` rollout (issue 12's gradient targets).
 
-The harness's box_drop (shared/bench/README.md: one box, half size 0.05 m, 1 kg, friction
+The box_drop reference scene (`jc.scenes.box_drop()`: one box, half size 0.05 m, 1 kg, friction
 0.5, dropped from z = 0.3 m with N(0, 1) linear and angular velocities, dt = 0.002 s), float32,
 `scene.build()` defaults, batched with `jax.vmap` over B states. Loss: the mean over the batch
 of the box's final height after `--steps` steps; its gradient is taken with respect to every

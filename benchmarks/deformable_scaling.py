@@ -129,6 +129,9 @@ def main():
     p.add_argument("--preconditioner", choices=("auto", "block_jacobi", "multilevel"),
                    default="auto", help="of the Krylov solves, forward and adjoint "
                    "(default auto: multilevel for cloth of 1,000 particles or more)")
+    p.add_argument("--name", default=None,
+                   help="results/<name>.json (default: deformable_scaling, with the options "
+                        "that differ from the defaults appended)")
     args = p.parse_args()
     sizes = args.sizes or ([1000, 2500] if args.quick else [1000, 2500, 5000, 10000])
     doc = {"benchmark": "deformable_scaling", "provenance": jax_provenance(),
@@ -144,7 +147,7 @@ def main():
         if len(rows) > 1:
             log(f"{kind}: log-log slope forward {doc[f'{kind}_slope_forward']:.2f}, gradient "
                 f"{doc[f'{kind}_slope_gradient']:.2f}")
-    write_results(doc, "deformable_scaling" + ("_quick" if args.quick else "")
+    write_results(doc, args.name or "deformable_scaling" + ("_quick" if args.quick else "")
                   + ("" if args.kind == "both" else f"_{args.kind}")
                   + ("" if args.preconditioner == "auto" else f"_{args.preconditioner}")
                   + ("" if args.sizes is None else "_" + "-".join(map(str, args.sizes))))

@@ -2,7 +2,7 @@
 # box_drop and boxes8 on a lent GPU: jaxcontact and MJX tuned on one machine, back to back.
 #
 # Run from the repository root on the device machine (the `device` tool), with the MuJoCo and
-# MJX wheels in .whl/ and the harness copied to .bench/mjx_anchor.py (../shared does not travel):
+# MJX wheels in .whl/ (MJX runs through benchmarks/mjx.py, which travels with the checkout):
 #
 #   bash benchmarks/device_box_drop.sh            # results under $OUT (or /tmp/device_out)
 #
@@ -19,7 +19,6 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
-HARNESS=${HARNESS:-.bench/mjx_anchor.py}
 STEPS=${STEPS:-500}          # STEPS=20 JC_BATCH="1 4" MJX_BATCH=4 B8_BATCH=4: a local smoke test
 JC_BATCH=${JC_BATCH:-1 64 1024 4096}
 MJX_BATCH=${MJX_BATCH:-64 1024 4096}
@@ -40,10 +39,10 @@ part() {  # part NAME LIMIT_S COMMAND...: stdout to NAME.json, stderr to NAME.lo
 
 part jc_box_drop 200 $PY -m benchmarks.throughput --batch $JC_BATCH --steps $STEPS --dtypes float32 \
   --skip-mjx --min-time-s 1 --name device_box_drop
-part mjx_box_drop 100 $PY "$HARNESS" box_drop --batch $MJX_BATCH --steps $STEPS --iterations 4 --ls-iterations 8
+part mjx_box_drop 100 $PY -m benchmarks.mjx box_drop --batch $MJX_BATCH --steps $STEPS --tuned
 part jc_boxes8 160 $PY -m benchmarks.throughput --scene boxes8 --batch $B8_BATCH --steps $STEPS --dtypes float32 \
   --skip-mjx --repeats 2 --min-time-s 0 --name device_boxes8
-part mjx_boxes8 80 $PY "$HARNESS" boxes8 --batch $B8_BATCH --steps $STEPS --iterations 4 --ls-iterations 8
+part mjx_boxes8 80 $PY -m benchmarks.mjx boxes8 --batch $B8_BATCH --steps $STEPS --tuned
 
 $PY - "$OUT" <<'EOF'
 import json, pathlib, sys
@@ -64,7 +63,7 @@ for scene in ("box_drop", "boxes8"):
         b = r.get("batch"); mr = m.get(b, {})
         print(scene, b, "jc", round(r.get("steps_per_s", 0)), "compile", r.get("compile_s"),
               "conv", r.get("converged_fraction"), "z", r.get("z_mean"),
-              "| mjx", round(mr.get("mjx_steps_per_s", 0)), "compile", mr.get("mjx_compile_s"), "z", mr.get("z_mean"),
-              "| ratio", round(r["steps_per_s"] / mr["mjx_steps_per_s"], 3) if mr else None)
-    print(scene, "mujoco C", {k: v for k, v in mjx.items() if k.startswith("mujoco_c")})
+              "| mjx", round(mr.get("steps_per_s", 0)), "compile", mr.get("compile_s"), "z", mr.get("z_mean"),
+              "| ratio", round(r["steps_per_s"] / mr["steps_per_s"], 3) if mr else None)
+    print(scene, "mujoco C", mjx.get("mujoco_c"))
 EOF

@@ -1,7 +1,8 @@
 """Gradients through contact: the `sphere_slide` and `grad_bounce` reference scenes, float64.
 
-sphere_slide (shared/bench/README.md): a solid sphere (r = 0.05 m, 1 kg, friction 0.5 on a plane
-of friction 0.5) resting at z = 0.05 with v0 = (1, 0, 0), dt = 0.002 s, 500 steps. Loss = final x.
+sphere_slide (`benchmarks.mjx.sphere_scene`): a solid sphere (r = 0.05 m, 1 kg, friction 0.5
+on a plane of friction 0.5) resting at z = 0.05 with v0 = (1, 0, 0), dt = 0.002 s, 500 steps.
+Loss = final x.
   - value and reverse-mode gradient dx(T)/dv0 (`jax.value_and_grad`, implicit VJP),
   - forward mode (`jax.jvp` through a second model built with `jc.Newton(ad="jvp")`),
   - central finite differences at h = 1e-3, 1e-4, 1e-5,
@@ -14,7 +15,9 @@ of friction 0.5) resting at z = 0.05 with v0 = (1, 0, 0), dt = 0.002 s, 500 step
 grad_bounce: a sphere thrown from (0, 0, 0.5) with velocity (vx, 0, vz), T = 1 s; loss = squared
 distance of the final position to (1, 0, 0.05); reverse gradient vs central differences at three
 (vx, vz) and the count of non-finite gradients.
-Then the MJX harness runs `sphere_slide --x64` and `grad_bounce --x64` for side-by-side numbers.
+Then MJX runs both scenes, float64, the same steps and points (`python -m benchmarks.mjx
+sphere_slide` and `grad_bounce`, MuJoCo's MJCF written from the same scenes) for side-by-side
+numbers.
 
 Prints a JSON document to stdout, writes it to results/<name>.json and a summary to stderr.
 
@@ -29,7 +32,6 @@ import argparse
 import dataclasses
 import math
 import os
-import pathlib
 import sys
 import time
 
@@ -42,19 +44,18 @@ import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
 
-from benchmarks._common import (DEFAULT_HARNESS, best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
-                     run_subprocess, timed_compile, write_results)
+from benchmarks._common import (best_of_interleaved, jax_provenance, jit, log,  # noqa: E402
+                                run_subprocess, timed_compile, write_results)
+from benchmarks.mjx import (BOUNCE_POINTS, BOUNCE_START, BOUNCE_TARGET, DT,  # noqa: E402
+                            FRICTION as MU, SLIDE_START, sphere_scene)
 
 G = 9.81
-DT = 0.002
-MU = 0.5
-BOUNCE_TARGET = (1.0, 0.0, 0.05)
-BOUNCE_POINTS = ((1.0, 0.0), (1.5, 1.0), (0.5, 2.0))
 
 
-def run_harness(cmd, what):
-    """Run the MJX harness; its last JSON line on stdout, or a dict with the error."""
-    return run_subprocess(cmd, what, stream_stderr=False)
+def run_mjx(scene, *flags):
+    """`python -m benchmarks.mjx scene flags...` (float64); its JSON, or a dict with the error."""
+    return run_subprocess([sys.executable, "-m", "benchmarks.mjx", scene, *flags],
+                          f"mjx {scene}", stream_stderr=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,10 +98,7 @@ def newton(args, **kw):
 
 
 def sphere_model(pos, solver=None):
-    scene = jc.Scene(dt=DT)
-    scene.add_plane(friction=MU)
-    scene.add_sphere(0.05, 1.0, pos, friction=MU)
-    return scene.build(solver=solver, dtype=jnp.float64)
+    return sphere_scene(pos).build(solver=solver, dtype=jnp.float64)
 
 
 def slide_start(state, v0):
@@ -172,8 +170,8 @@ def closed_form_slide(v0, T, mu=MU, g=G):
 def sphere_slide(args):
     v0 = jnp.asarray(1.0, jnp.float64)
     T = args.steps
-    model, state = sphere_model((0.0, 0.0, 0.05), newton(args))
-    model_fwd, _ = sphere_model((0.0, 0.0, 0.05), newton(args, ad="jvp"))
+    model, state = sphere_model(SLIDE_START, newton(args))
+    model_fwd, _ = sphere_model(SLIDE_START, newton(args, ad="jvp"))
     loss = slide_loss(model, state, T)
     out = {"steps": T, "t_final": T * DT, "solver": dataclasses.asdict(model.solver)}
 
@@ -246,7 +244,7 @@ def sphere_slide(args):
     log(f"[sphere_slide] iteration caps {args.iteration_caps} at T={T}")
     caps = []
     for it in args.iteration_caps:
-        m_it, s_it = sphere_model((0.0, 0.0, 0.05), jc.Newton(iterations=it))
+        m_it, s_it = sphere_model(SLIDE_START, jc.Newton(iterations=it))
         c = jit(jax.value_and_grad(slide_loss(m_it, s_it, T))).lower(v0).compile()
         xv, gv = (float(a) for a in c(v0))
         caps.append({"iterations": it, "grad_temp_bytes": temp_bytes(c), "x": xv, "grad": gv})
@@ -268,7 +266,7 @@ def sphere_slide(args):
 
 
 def grad_bounce(args):
-    model, state = sphere_model((0.0, 0.0, 0.5), newton(args))
+    model, state = sphere_model(BOUNCE_START, newton(args))
     steps = args.bounce_steps
     diag = solver_diagnostics(model, state, bounce_start, steps)
     loss = bounce_loss(model, state, steps)
@@ -315,14 +313,14 @@ def side_by_side(doc):
     cf = slide["closed_form"]
     fd_jc = slide["fd"].get("0.0001")
     rows = [
-        ("x(T)", slide["x"], mjx.get("mjx_x"), cf["x"]),
-        ("dx/dv0 reverse", slide["grad_reverse"], mjx.get("mjx_grad"), cf["grad"]),
+        ("x(T)", slide["x"], mjx.get("x"), cf["x"]),
+        ("dx/dv0 reverse", slide["grad_reverse"], mjx.get("grad"), cf["grad"]),
         ("dx/dv0 forward mode", slide["grad_forward_mode"], None, cf["grad"]),
-        ("dx/dv0 FD h=1e-3", slide["fd"].get("0.001"), (mjx.get("mjx_fd") or {}).get("0.001"),
+        ("dx/dv0 FD h=1e-3", slide["fd"].get("0.001"), (mjx.get("fd") or {}).get("0.001"),
          cf["grad"]),
-        ("dx/dv0 FD h=1e-4", fd_jc, (mjx.get("mjx_fd") or {}).get("0.0001"), cf["grad"]),
+        ("dx/dv0 FD h=1e-4", fd_jc, (mjx.get("fd") or {}).get("0.0001"), cf["grad"]),
         ("grad/forward time", slide["timing"]["value_and_grad_over_forward"],
-         mjx.get("grad_over_forward_time"), None),
+         mjx.get("grad_over_forward"), None),
         ("grad temp bytes", next((r["grad_temp_bytes"] for r in slide["memory"]["rows"]
                                   if r["steps"] == slide["steps"]), None),
          mjx.get("grad_temp_bytes"), None),
@@ -338,8 +336,8 @@ def side_by_side(doc):
         bounce.append({"v": r["v"], "jaxcontact_grad": r["grad"],
                        "jaxcontact_fd": r["fd"][f"{r['fd_h_reference']:g}"],
                        "jaxcontact_rel_err": r["rel_err_vs_fd"],
-                       "mjx_grad": m.get("mjx_grad"), "mjx_fd": m.get("fd"),
-                       "mjx_rel_err": (float(np.linalg.norm(np.subtract(m["mjx_grad"], m["fd"]))
+                       "mjx_grad": m.get("grad"), "mjx_fd": m.get("fd"),
+                       "mjx_rel_err": (float(np.linalg.norm(np.subtract(m["grad"], m["fd"]))
                                              / max(np.linalg.norm(m["fd"]), 1e-300))
                                        if m and m.get("finite") else None),
                        "mjx_finite": m.get("finite")})
@@ -420,8 +418,7 @@ def main(argv=None):
                         "sweep; default: the library's default")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: 100 steps, memory at T = 25 50 100, one bounce point")
-    p.add_argument("--harness", type=pathlib.Path, default=DEFAULT_HARNESS)
-    p.add_argument("--skip-mjx", action="store_true")
+    p.add_argument("--skip-mjx", action="store_true", help="no MJX runs")
     p.add_argument("--name", default="gradient", help="results/<name>.json")
     args = p.parse_args(argv)
     if args.quick:
@@ -430,23 +427,16 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     doc = {"benchmark": "gradient", "dtype": "float64",
-           "config": {k: (str(v) if isinstance(v, pathlib.Path) else v)
-                      for k, v in vars(args).items()},
+           "config": vars(args),
            "provenance": jax_provenance()}
     doc["sphere_slide"] = sphere_slide(args)
     doc["grad_bounce"] = grad_bounce(args)
     if not args.skip_mjx:
-        if not args.harness.is_file():
-            doc["mjx_sphere_slide"] = {"error": f"harness not found: {args.harness}"}
-        else:
-            doc["mjx_sphere_slide"] = run_harness(
-                [sys.executable, args.harness, "sphere_slide", "--x64", "--steps", args.steps],
-                "mjx sphere_slide")
-            doc["mjx_grad_bounce"] = run_harness(
-                [sys.executable, args.harness, "grad_bounce", "--x64"], "mjx grad_bounce")
-            if args.bounce_steps != 500:
-                doc["mjx_grad_bounce"]["note"] = ("the harness always runs 500 steps; jaxcontact "
-                                                  f"ran {args.bounce_steps}")
+        doc["mjx_sphere_slide"] = run_mjx("sphere_slide", "--steps", args.steps,
+                                          "--repeats", args.repeats, "--min-time-s",
+                                          args.min_time_s)
+        doc["mjx_grad_bounce"] = run_mjx("grad_bounce", "--steps", args.bounce_steps,
+                                         "--points", args.bounce_points)
     doc["side_by_side"] = side_by_side(doc)
     doc["provenance"]["loadavg_end"] = list(os.getloadavg())
     doc["total_wall_s"] = time.perf_counter() - t0

@@ -45,7 +45,6 @@ def assets():
 
 def run_ours(path, batch, steps, dtype, repeats, seed):
     import jax
-    import jax.numpy as jnp
     import jaxcontact as jc
     from jaxcontact.compiling import best_time
 

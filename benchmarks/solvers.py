@@ -380,7 +380,7 @@ def main(argv=None):
     doc["total_wall_s"] = time.perf_counter() - t0
     png = RESULTS / f"{args.name}.png"
     doc["plot"] = str(png)
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     plot(doc, png)
     write_results(doc, args.name)
     print_summary(doc)

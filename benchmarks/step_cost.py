@@ -5,7 +5,7 @@ The before/after measurement of the terms rebuild (issue 11): it uses only the p
 Every case runs in its own subprocess (float64 needs the global x64 flag, and a case that does
 not finish within `--timeout` s is recorded as such instead of blocking the others):
 
-  box_drop_b1, box_drop_b1024   shared/bench box_drop: one free box (0.05 m, 1 kg) dropped from
+  box_drop_b1, box_drop_b1024   `scenes.box_drop()`: one free box (0.05 m, 1 kg) dropped from
                                 z = 0.3 m with N(0, 1) linear and angular velocities
                                 (PRNGKey(0)), float32, 500 steps, vmapped over B scenes
   s1_chain_10, s1_chain_40      ADD S1: `scenes.spring_chain(N)`, float64, 100 steps

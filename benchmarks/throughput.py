@@ -1,16 +1,16 @@
-"""Forward throughput of the `box_drop` reference scene (shared/bench/README.md), with MJX anchors.
+"""Forward throughput of the `box_drop` reference scene (`jc.scenes.box_drop`), with MJX anchors.
 
-`--scene boxes8` runs the harness's variant instead: 8 boxes per scene in a 2 x 4 grid with
-1 cm gaps between faces, each with its own random velocities (z_mean is then the mean over
-the boxes of a scene).
+`--scene boxes8` runs its variant instead (`jc.scenes.box_drop(8)`): 8 boxes per scene in a
+2 x 4 grid with 1 cm gaps between faces, each with its own random velocities (z_mean is then
+the mean over the boxes of a scene).
 
 One free box (half size 0.05 m, 1 kg, friction 0.5) dropped from z = 0.3 m onto the ground plane,
-per scene a random initial linear and angular velocity ~ N(0, 1) per axis (PRNGKey(0), the same
-draw as the MJX harness), dt = 0.002 s, 500 steps, batched with `jax.vmap` over states (the model
-is shared). For every batch size and dtype it reports:
+per scene a random initial linear and angular velocity ~ N(0, 1) per axis (PRNGKey(0),
+`initial_states`: MJX starts from the same numbers), dt = 0.002 s, 500 steps, batched with
+`jax.vmap` over states (the model is shared). For every batch size and dtype it reports:
 
   compile_s       lower + compile of the jitted batched rollout (AOT, no execution)
-  first_call_s    compile_s + the first execution: same definition as the harness's mjx_compile_s
+  first_call_s    compile_s + the first execution (MJX's are measured the same way)
   steps_per_s     B * steps / best wall time of the compiled call (block_until_ready)
   sanity          mean final z (should be ~0.05), fraction of converged steps, solver iterations
                   (`newton_iterations_*`: the iterations of whichever `--solver` ran)
@@ -28,10 +28,11 @@ batch of 4096 scenes takes many minutes on 2 cores), and short runs are repeated
 machine is noisy). `runs_s` lists every run.
 
 float64 needs the global `jax_enable_x64`, so every dtype runs in its own subprocess of this
-script (hidden `--worker DTYPE` mode); one invocation covers all dtypes. Then the MJX harness
-(../shared/bench/mjx_anchor.py) runs the same scene tuned (--iterations 4 --ls-iterations 8,
-the fair anchor) and with MuJoCo's defaults, and the ratio jaxcontact/MJX (both float32) is
-reported per batch.
+script (hidden `--worker DTYPE` mode); one invocation covers all dtypes. Then MJX
+(`python -m benchmarks.mjx`, one process per batch size) runs the same scene, the same steps
+and batches, tuned (4 iterations, line search 8: the fair anchor) and with MuJoCo's default
+settings, and the ratio jaxcontact/MJX (both float32) is reported per batch, with MuJoCo C's
+rates (`mujoco_c`).
 
 Prints a JSON document to stdout, writes it to results/<name>.json and a table to stderr.
 
@@ -53,8 +54,8 @@ import pathlib
 import sys
 import time
 
-from benchmarks._common import (DEFAULT_HARNESS, compiler_options, jit, log, provenance,  # noqa: E402
-                     run_subprocess, write_results)
+from benchmarks._common import (compiler_options, jit, log, provenance,  # noqa: E402
+                                run_subprocess, timed_runs, write_results)
 
 DTYPES = ("float32", "float64")
 SOLVERS = ("newton", "newton_cg", "descent", "dual")
@@ -77,6 +78,15 @@ def make_solver(jc, name, iterations=None, early_exit=None):
 
 
 SCENES = ("box_drop", "boxes8")
+# (option, type, default, help) of the subprocesses' limits
+LIMITS = (
+    ("--mjx-timeout", float, 3600.0, "wall-time limit of one MJX process (s)"),
+    ("--mjx-retries", int, 2, "retries of a hung or timed-out MJX process"),
+    ("--hang-s", float, 180.0, "kill a subprocess whose CPU time has stood still this long (s)"),
+    ("--worker-timeout", float, None, "time limit of a jaxcontact worker (s; default: none)"),
+)
+
+
 def n_boxes_of(scene):
     return {"box_drop": 1, "boxes8": 8}[scene]
 
@@ -88,8 +98,8 @@ def box_drop_scene(dtype, solver, n_boxes=1):
 
 
 def initial_states(state, batch):
-    """B copies of `state` with v, ω ~ N(0, 1) per axis and box, drawn exactly as the MJX
-    harness does (always in float32, so that both dtypes and MJX start from the same numbers)."""
+    """B copies of `state` with v, ω ~ N(0, 1) per axis and box, drawn in float32 (so that both
+    dtypes start from the same numbers; `benchmarks.mjx` starts MJX from these too)."""
     import jax
     import jax.numpy as jnp
 
@@ -137,21 +147,8 @@ def run_worker(args):
         compiled = fn.lower(states).compile()
         compile_s = time.perf_counter() - t0
 
-        runs = []
-        out = None
-        for i in range(args.max_runs):
-            out = None  # free the previous outputs before the next run
-            t0 = time.perf_counter()
-            out = jax.block_until_ready(compiled(states))
-            runs.append(time.perf_counter() - t0)
-            if i + 1 >= args.repeats and sum(runs) < args.min_time_s:
-                continue  # short runs: keep sampling until --min-time-s (see module doc)
-            if i + 1 >= args.repeats:
-                break
-            if runs[-1] > args.max_repeat_s:
-                log(f"  [{args.worker} B={batch}] run took {runs[-1]:.0f} s > --max-repeat-s "
-                    f"{args.max_repeat_s:.0f}: no further repeats")
-                break
+        runs, out = timed_runs(compiled, states, repeats=args.repeats, max_runs=args.max_runs,
+                               min_time_s=args.min_time_s, max_repeat_s=args.max_repeat_s)
         best = min(runs)
         final, _traj, info = out
         z = jnp.mean(final.pos[:, :, 2], axis=1)  # per scene, over its boxes
@@ -224,9 +221,11 @@ def compare(jc_result, mjx_result, label):
         out.append({
             "batch": b, "anchor": label,
             "jaxcontact_steps_per_s": j["steps_per_s"] if j else None,
-            "mjx_steps_per_s": m["mjx_steps_per_s"],
-            "ratio": j["steps_per_s"] / m["mjx_steps_per_s"] if j else None,
-            "mjx_compile_s": m["mjx_compile_s"],
+            "mjx_steps_per_s": m["steps_per_s"],
+            "ratio": j["steps_per_s"] / m["steps_per_s"] if j else None,
+            "jaxcontact_compile_s": j["compile_s"] if j else None,
+            "mjx_compile_s": m["compile_s"],
+            "mjx_first_call_s": m["first_call_s"],
             "mjx_z_mean": m["z_mean"],
         })
     return out
@@ -255,19 +254,22 @@ def print_table(doc):
     if comps:
         log("")
         hdr = (f"{'anchor':12} {'B':>5} {'jc f32 st/s':>11} {'mjx st/s':>10} {'jc/mjx':>7} "
-               f"{'mjx 1st call s':>14} {'mjx z':>6}")
+               f"{'mjx compile s':>13} {'mjx z':>6}")
         log(hdr)
         log("-" * len(hdr))
         for c in comps:
             log(f"{c['anchor']:12} {c['batch']:>5} {fmt(c['jaxcontact_steps_per_s'], '11.0f')} "
                 f"{c['mjx_steps_per_s']:>10.0f} {fmt(c['ratio'], '7.3f')} "
-                f"{c['mjx_compile_s']:>14.1f} {c['mjx_z_mean']:>6.3f}")
+                f"{c['mjx_compile_s']:>13.1f} {c['mjx_z_mean']:>6.3f}")
     for key in ("mjx_tuned", "mjx_default"):
         m = doc.get(key)
         if m and "error" in m:
             log(f"{key}: ERROR {m['error']}")
-        elif m and "mujoco_c_steps_per_s_1thread" in m:
-            log(f"{key}: MuJoCo C 1 thread {m['mujoco_c_steps_per_s_1thread']:.0f} steps/s")
+        elif m and "mujoco_c" in m:
+            c = m["mujoco_c"]
+            log(f"{key}: MuJoCo C {c['steps_per_s_1thread']:.0f} steps/s on one thread (Python "
+                f"loop), {fmt(c.get('steps_per_s_rollout'), '.0f')} with mujoco.rollout on "
+                f"{c.get('rollout_threads')} threads")
         for r in (m or {}).get("per_batch", []):
             if r["error"] or r["failed_attempts"]:
                 log(f"{key} B={r['batch']}: failed attempts {r['failed_attempts']}"
@@ -276,15 +278,18 @@ def print_table(doc):
 
 
 def run_anchor(args, key, flags):
-    """The harness's box_drop, one process per batch size (so that a hung run costs only its
-    batch and is retried alone), merged into one result shaped like the harness's own."""
+    """`benchmarks.mjx` on the scene, one process per batch size (so that a hung run costs only
+    its batch and is retried alone), merged into one result shaped like a single run's; MuJoCo
+    C's rates are measured in the first process only."""
     merged = {"rows": [], "per_batch": []}
     env = None
     if args.mjx_xla_flags is not None:
         env = dict(os.environ, XLA_FLAGS=args.mjx_xla_flags)
         merged["xla_flags"] = args.mjx_xla_flags
-    for batch in args.batch:
-        cmd = [sys.executable, args.harness, args.scene, "--batch", batch, *flags]
+    for i, batch in enumerate(args.batch):
+        cmd = [sys.executable, "-m", "benchmarks.mjx", args.scene, "--batch", batch,
+               "--steps", args.steps, "--repeats", args.repeats, "--min-time-s", args.min_time_s,
+               "--max-repeat-s", args.max_repeat_s, *flags, *([] if i == 0 else ["--no-mujoco-c"])]
         attempts = []
         for attempt in range(1 + args.mjx_retries):
             res = run_subprocess(cmd, f"{key} B={batch}", timeout=args.mjx_timeout,
@@ -300,15 +305,12 @@ def run_anchor(args, key, flags):
         if "rows" not in res:
             continue
         merged["rows"] += res["rows"]
-        for k in ("scene", "steps", "iterations", "ls_iterations", "dtype"):
-            merged.setdefault(k, res.get(k))
-        merged.setdefault("mujoco_c_steps_per_s_1thread", []).append(
-            res.get("mujoco_c_steps_per_s_1thread"))
+        for k in ("scene", "steps", "iterations", "ls_iterations", "dtype", "mujoco", "jax",
+                  "mujoco_c"):
+            if k in res:
+                merged.setdefault(k, res[k])
     if not merged["rows"]:
         merged["error"] = "; ".join(f"B={r['batch']}: {r['error']}" for r in merged["per_batch"])
-    c = [v for v in merged.get("mujoco_c_steps_per_s_1thread", []) if v]
-    if c:  # measured once per harness process: keep the best
-        merged["mujoco_c_steps_per_s_1thread"] = max(c)
     return merged
 
 
@@ -338,22 +340,18 @@ def main(argv=None):
                    "stops once the batch has converged)")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: batches 1 and 64, 100 steps")
-    p.add_argument("--harness", type=pathlib.Path, default=DEFAULT_HARNESS,
-                   help=f"MJX harness (default {DEFAULT_HARNESS})")
-    p.add_argument("--skip-mjx", action="store_true", help="do not run the MJX harness")
-    p.add_argument("--skip-mjx-default", action="store_true",
-                   help="run MJX only tuned (--iterations 4 --ls-iterations 8)")
-    p.add_argument("--mjx-timeout", type=float, default=3600.0,
-                   help="wall-time limit of one harness run (s)")
-    p.add_argument("--mjx-retries", type=int, default=2,
-                   help="retries of a hung or timed-out harness run")
-    p.add_argument("--mjx-xla-flags", default=None,
-                   help="XLA_FLAGS for the harness runs, e.g. --xla_cpu_multi_thread_eigen=false "
-                        "(recorded in the JSON; changes MJX's speed)")
-    p.add_argument("--hang-s", type=float, default=180.0,
-                   help="kill a subprocess whose CPU time has not advanced for this long (s)")
-    p.add_argument("--worker-timeout", type=float, default=None,
-                   help="seconds before a jaxcontact worker is killed (default: none)")
+    anchors = p.add_argument_group("MJX (python -m benchmarks.mjx)")
+    anchors.add_argument("--skip-mjx", action="store_true", help="no MJX anchor")
+    anchors.add_argument("--skip-mjx-default", action="store_true",
+                         help="MJX tuned only (4 iterations, line search 8), not also MuJoCo's "
+                              "default settings")
+    anchors.add_argument("--mjx-xla-flags", default=None,
+                         help="XLA_FLAGS for the MJX runs, e.g. "
+                              "--xla_cpu_multi_thread_eigen=false (recorded in the JSON; "
+                              "changes MJX's speed)")
+    limits = p.add_argument_group("limits of the subprocesses")
+    for flag, kind, default, text in LIMITS:
+        limits.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument("--jaxcontact-from", type=pathlib.Path, default=None,
                    help="reuse the jaxcontact numbers of a previous results JSON and only run "
                         "the MJX anchors (re-anchoring without the slow part)")
@@ -390,7 +388,7 @@ def main(argv=None):
                    "solver": args.solver, "solver_iterations": args.solver_iterations,
                    "early_exit": args.early_exit,
                    "solver_label": solver_label, "quick": args.quick,
-                   "harness": str(args.harness), "mjx_xla_flags": args.mjx_xla_flags,
+                   "mjx_xla_flags": args.mjx_xla_flags,
                    "xla_flags_env": os.environ.get("XLA_FLAGS")},
         "provenance": provenance(),
         "jaxcontact": {},
@@ -416,19 +414,13 @@ def main(argv=None):
 
     comparison = []
     if not args.skip_mjx:
-        if not args.harness.is_file():
-            doc["mjx_tuned"] = {"error": f"harness not found: {args.harness}"}
-        else:
-            anchors = [("mjx_tuned", ["--iterations", "4", "--ls-iterations", "8"])]
-            if not args.skip_mjx_default:
-                anchors.append(("mjx_default", []))
-            for key, flags in anchors:
-                doc[key] = run_anchor(args, key, flags)
-                if "rows" in doc[key] and doc[key].get("steps") != args.steps:
-                    doc[key]["note"] = (f"the harness always runs {doc[key].get('steps')} steps; "
-                                        f"jaxcontact ran {args.steps}: compare rates only")
-                comparison += compare(doc["jaxcontact"].get("float32"), doc[key],
-                                      key.removeprefix("mjx_"))
+        anchors = [("mjx_tuned", ["--tuned"])]
+        if not args.skip_mjx_default:
+            anchors.append(("mjx_default", []))
+        for key, flags in anchors:
+            doc[key] = run_anchor(args, key, flags)
+            comparison += compare(doc["jaxcontact"].get("float32"), doc[key],
+                                  key.removeprefix("mjx_"))
     doc["comparison"] = comparison
     doc["provenance"]["loadavg_end"] = list(os.getloadavg())
     doc["total_wall_s"] = time.perf_counter() - t_start

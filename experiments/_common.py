@@ -1,4 +1,5 @@
-"""Shared plumbing of the experiment scripts: arguments, provenance, JSON and PNG output.
+"""Shared plumbing of the experiment scripts: arguments, provenance, JSON and PNG output, and
+the few measurements several of them take (bounce counting).
 
 Every experiment writes `<name>.json` (parameters, measured numbers, provenance) and
 `<name>.png` into `--out-dir` (default `docs/experiments/`, where the docs link them).
@@ -14,6 +15,8 @@ import pathlib
 import platform
 import subprocess
 import sys
+
+import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "experiments"
@@ -60,12 +63,22 @@ def provenance() -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def finish_figure(fig, axes, title: str):
-    """Grid every panel and title the figure; returns it."""
+def finish_figure(fig, axes, title: str, legend: float | None = None):
+    """Grid every panel and title the figure; returns it. With `legend` (a font size), every
+    panel also gets its legend."""
     for ax in axes:
+        if legend is not None:
+            ax.legend(fontsize=legend)
         ax.grid(True, which="major", alpha=0.3)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+def count_bounces(heights, below: float) -> int:
+    """Impacts along a path of heights (a body's c.o.m. z per step): the steps at which the
+    path drops below `below` after being at or above it."""
+    low = np.asarray(heights) < below
+    return int(np.sum(low[1:] & ~low[:-1]))
 
 
 def save(name: str, result: dict, figure, out_dir: pathlib.Path) -> None:

@@ -38,7 +38,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import count_bounces, finish_figure, log, parser, save  # noqa: E402
 
 NAME = "add_e2_landscape"
 DT, STEPS = 0.01, 80
@@ -73,8 +73,7 @@ def build(stiffness):
 
 def bounces(path):
     """Impacts: the c.o.m. coming within 5 mm of the circumscribed radius from above."""
-    low = np.asarray(path) < RADIUS + 5e-3
-    return int(np.sum(low[1:] & ~low[:-1]))
+    return count_bounces(path, RADIUS + 5e-3)
 
 
 def main():
@@ -137,7 +136,6 @@ def main():
                             "slightly", "stiffer": "wigglier isolines, incoherent gradients",
                   "numbers": "none given"},
         "panels": result_panels,
-        "provenance": provenance(),
     }
     save(NAME, result, figure(panels, vx, vz, result_panels), args.out_dir)
 

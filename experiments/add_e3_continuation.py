@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "add_e3_continuation"
 DT, STEPS = 0.01, 120
@@ -136,7 +136,7 @@ def main():
         "paper": {"schedule": [100, 200, 400, 800, 1000], "claim": "direct optimization at "
                   "k_n = 1000 reaches an unfavourable local minimum; continuation a much "
                   "better solution", "numbers": "none given"},
-        "summary": summary, "starts": rows, "provenance": provenance(),
+        "summary": summary, "starts": rows,
     }
     save(NAME, result, figure(rows, run, pose_points, target), args.out_dir)
 

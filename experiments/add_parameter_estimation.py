@@ -40,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "add_parameter_estimation"
 DT, STEPS = 0.005, 200
@@ -184,7 +184,6 @@ def main():
         "mean_residual_rms": float(np.mean([r["residual_rms"] for r in records])),
         "seconds": time.perf_counter() - t0,
         "draws": records,
-        "provenance": provenance(),
     }
     save(NAME, result, figure(records, truth, clean), args.out_dir)
 

@@ -39,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments._common import log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "fig26_mass_ratio_pendulum"
 G = 9.81
@@ -137,7 +137,6 @@ def plot(ax, t, curves, title):
             i = np.argmax(np.isnan(e))
             ax.semilogy(t[i - 1], e[i - 1], "x", color=color, ms=9, mew=2)
     ax.set(xlabel="time (s)", title=title)
-    ax.grid(True, which="major", alpha=0.3)
 
 
 def main() -> None:
@@ -225,8 +224,8 @@ def main() -> None:
         plot(ax, dt * np.arange(1, len(next(iter(curves.values()))) + 1), curves, titles[case])
     np.atleast_1d(axes)[0].set_ylabel("link stretch error |d - L| / L (max of 2 links)")
     np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower right")
-    fig.suptitle("Fig. 26 reproduction: double pendulum, mass ratio 1e4 (x: solve diverged)",
-                 fontsize=10)
+    finish_figure(fig, np.atleast_1d(axes), "Fig. 26 reproduction: double pendulum, mass ratio "
+                  "1e4 (x: solve diverged)")
     save(NAME, result, fig, args.out_dir)
 
 

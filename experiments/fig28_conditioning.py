@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments._common import log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 N, MASS, DT = 10, 1.0, 1.0 / 60.0
 STIFFNESSES = (1e4, 1e6, 1e9, 1e12)  # N/m; the last one is the thesis regime dt^2 k / m >> 1e6
@@ -150,9 +150,8 @@ def main() -> None:
                 Line2D([], [], color="k", ls="", marker="o", mfc="none",
                        label="primal, anchor spring k/r\n(exact dual of (a) dashed)")]
     axes[0].legend(handles=handles, fontsize=7.5, loc="upper left")
-    for ax in axes:
-        ax.grid(True, which="major", alpha=0.3)
-    fig.suptitle(f"Fig. 28 reproduction: {N}-particle chain, m = {MASS:g} kg, dt = 1/60 s", fontsize=10)
+    finish_figure(fig, axes, f"Fig. 28 reproduction: {N}-particle chain, m = {MASS:g} kg, "
+                  "dt = 1/60 s")
     save("fig28_conditioning", result, fig, args.out_dir)
 
 

@@ -193,10 +193,8 @@ def plot(spheres, cubes):
     axes[2].plot(list(QIAO_TABLE1_S), list(QIAO_TABLE1_S.values()), "s--",
                  label="Qiao Table 1 (1 Xeon core)")
     axes[2].set(xlabel="cubes N", ylabel="backward s per step", title="(c) cubes: backward time")
-    for ax in axes:
-        ax.legend(fontsize=8)
     return finish_figure(fig, axes, "Qiao et al. Fig. 3 / Table 1 analogue: objects falling "
-                         "into a pile (float64, CPU)")
+                         "into a pile (float64, CPU)", legend=8)
 
 
 def main() -> None:

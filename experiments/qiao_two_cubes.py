@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments._common import finish_figure, log, parser, provenance, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "qiao_two_cubes"
 DT, STEPS = 0.01, 60
@@ -118,7 +118,6 @@ def main():
         "start_loss": first,
         "methods": {k: {kk: vv for kk, vv in v.items() if kk != "history"}
                     for k, v in rows.items()},
-        "provenance": provenance(),
     }
     for name in rows:
         result["methods"][name]["m1_error"] = rows[name]["m1"] - (1.0 + TARGET / SPEED)

@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments._common import log, parser, save  # noqa: E402
+from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "robust_design"
 DT, STEPS = 0.01, 150
@@ -144,7 +144,6 @@ def main():
     axes[0].set_ylabel("launch speed v (m/s)")
     axes[0].set_title("designs (dotted: nominal closed form, dashed: mean-square closed form)",
                       fontsize=8)
-    axes[0].legend(fontsize=8)
     for name, d in designs.items():
         x, _, _, mu = (np.asarray(t) for t in held(jnp.asarray(d["v"])))
         order = np.argsort(mu)
@@ -152,11 +151,8 @@ def main():
     axes[1].axhline(0.0, c="k", lw=0.8)
     axes[1].set_xlabel("contact friction μ (held-out draws)")
     axes[1].set_ylabel("x_stop - target (m)")
-    axes[1].legend(fontsize=8)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    fig.suptitle("Robust design through the simulator: a push under uncertain friction",
-                 fontsize=10)
+    finish_figure(fig, axes, "Robust design through the simulator: a push under uncertain "
+                  "friction", legend=8)
     save(NAME, result, fig, args.out_dir)
 
 

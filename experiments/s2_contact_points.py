@@ -135,10 +135,8 @@ def plot(rows, series, dt):
             v = series[n][case]
             axes[2].plot(dt * np.arange(1, len(v) + 1) * 1e3, v, ls, label=f"n={n} {case}")
     axes[2].set(xlabel="time (ms)", ylabel="vertical velocity (m/s)", title="(c) v_z(t)")
-    for ax in axes:
-        ax.legend(fontsize=7)
     return finish_figure(fig, axes, "ADD S2: cube dropped flat at 1 m/s, n x n contact points "
-                         "per face, scaled k/n², k_d/n² vs fixed per-point values")
+                         "per face, scaled k/n², k_d/n² vs fixed per-point values", legend=7)
 
 
 def main() -> None:

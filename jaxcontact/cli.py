@@ -63,6 +63,40 @@ output (.npz, one array per name):
   dtype, dt, steps, solver, compile_s, run_s.
 """
 
+# the subcommands, in the order of `jaxcontact --help`: name -> (its line there, its --help's
+# description (wrapped) and epilog (examples, kept as written), whether it takes --cache: run
+# and demo keep their compiled programs between invocations; bench, which measures compile
+# time, does not)
+SUBCOMMANDS = {
+    "run": ("simulate a scene file or an MJCF model, save the trajectory",
+            "Simulate a scene for a number of steps (jc.rollout) and write the trajectory and "
+            "each step's solver report to an .npz file; print a summary (steps, wall time, "
+            "converged fraction, final positions).",
+            SCENE_CONTRACT + "\nexamples:\n"
+            "  jaxcontact run scene.py --steps 500 --out traj.npz\n"
+            "  jaxcontact run robot.xml --steps 1000 --dt 0.001 --float32\n", True),
+    "view": ("write an HTML animation of a trajectory from `run`",
+             "Rebuild the model of a trajectory written by `jaxcontact run` (from the scene file "
+             "or MJCF model it names, with the same dt and dtype) and write a self-contained "
+             "HTML animation of it (jaxcontact.viz.save_html).",
+             "example:\n  jaxcontact run scene.py --out traj.npz\n"
+             "  jaxcontact view traj.npz -o traj.html\n", False),
+    "bench": ("measure simulation throughput on this machine",
+              "Measure the forward throughput of a small standard scene: one box (half size "
+              "0.05 m, 1 kg) dropped from 0.3 m onto a plane with random linear and angular "
+              "velocities ~ N(0, 1), dt = 0.002 s, float32, default Newton solver (the "
+              "`box_drop` scene of benchmarks/throughput.py), batched with jax.vmap. For each "
+              "batch size it prints the compile time and the scene-steps per second of the "
+              "compiled rollout (the best of --repeats calls after a first one).",
+              "example:\n  jaxcontact bench --batch 1 64 256 --steps 200 --out bench.json\n",
+              False),
+    "demo": ("randomized batch throughput + gradient-based throw fitting",
+             "Simulate a randomized batch of thrown boxes and spheres (float32), then fit a "
+             "bouncing throw with gradients through the simulator (float64). Prints a report "
+             "and writes all numbers to a JSON file.",
+             "example:\n  jaxcontact demo --batch 256 --out results/demo.json\n", True),
+}
+
 
 def _wrap(text):
     """A description paragraph wrapped for the terminal (the formatter keeps text as given,
@@ -120,8 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  jaxcontact demo --batch 256\n\n"
                "`jaxcontact COMMAND --help` explains each command.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # run and demo keep their compiled programs between invocations; bench, which measures
-    # compile time, does not
+    # --cache and --no-cache, for the commands that SUBCOMMANDS marks
     cached = argparse.ArgumentParser(add_help=False)
     where = cached.add_mutually_exclusive_group()
     where.add_argument("--cache", metavar="DIR", default=None,
@@ -131,16 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "wins)")
     where.add_argument("--no-cache", dest="cache", action="store_const", const="",
                        help="compile every program anew")
+    run, view, bench, demo = (
+        sub.add_parser(name, formatter_class=raw, parents=[cached] if cached_programs else [],
+                       help=summary, description=_wrap(description), epilog=epilog)
+        for name, (summary, description, epilog, cached_programs) in SUBCOMMANDS.items())
 
-    run = sub.add_parser(
-        "run", formatter_class=raw, parents=[cached],
-        help="simulate a scene file or an MJCF model, save the trajectory",
-        description=_wrap("Simulate a scene for a number of steps (jc.rollout) and write the "
-                          "trajectory and each step's solver report to an .npz file; print a "
-                          "summary (steps, wall time, converged fraction, final positions)."),
-        epilog=SCENE_CONTRACT + "\nexamples:\n"
-               "  jaxcontact run scene.py --steps 500 --out traj.npz\n"
-               "  jaxcontact run robot.xml --steps 1000 --dt 0.001 --float32\n")
     run.add_argument("source", metavar="SCENE.py|MODEL.xml",
                      help="a Python scene file or an MJCF model")
     run.add_argument("--steps", type=_positive_int, default=500,
@@ -156,30 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     precision.add_argument("--float64", dest="dtype", action="store_const", const="float64",
                            help="simulate in float64 (the default for a Scene)")
 
-    view = sub.add_parser(
-        "view", formatter_class=raw, help="write an HTML animation of a trajectory from `run`",
-        description=_wrap("Rebuild the model of a trajectory written by `jaxcontact run` (from "
-                          "the scene file or MJCF model it names, with the same dt and dtype) "
-                          "and write a self-contained HTML animation of it "
-                          "(jaxcontact.viz.save_html)."),
-        epilog="example:\n"
-               "  jaxcontact run scene.py --out traj.npz\n"
-               "  jaxcontact view traj.npz -o traj.html\n")
     view.add_argument("trajectory", metavar="TRAJ.npz", help="a file written by `jaxcontact run`")
     view.add_argument("-o", "--out", default=None,
                       help="output .html path (default: next to the trajectory, .html)")
 
-    bench = sub.add_parser(
-        "bench", formatter_class=raw, help="measure simulation throughput on this machine",
-        description=_wrap("Measure the forward throughput of a small standard scene: one box "
-                          "(half size 0.05 m, 1 kg) dropped from 0.3 m onto a plane with "
-                          "random linear and angular velocities ~ N(0, 1), dt = 0.002 s, "
-                          "float32, default Newton solver (the `box_drop` scene of "
-                          "benchmarks/throughput.py), batched with jax.vmap. For each batch "
-                          "size it prints the compile time and the scene-steps per second of "
-                          "the compiled rollout (the best of --repeats calls after a first "
-                          "one)."),
-        epilog="example:\n  jaxcontact bench --batch 1 64 256 --steps 200 --out bench.json\n")
     bench.add_argument("--batch", type=_positive_int, nargs="+", default=[1, 64],
                        help="batch sizes (default 1 64)")
     bench.add_argument("--steps", type=_positive_int, default=100,
@@ -189,13 +197,6 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0, help="seed of the velocities (default 0)")
     bench.add_argument("--out", default=None, help="also write the numbers to this JSON file")
 
-    demo = sub.add_parser(
-        "demo", formatter_class=raw, parents=[cached],
-        help="randomized batch throughput + gradient-based throw fitting",
-        description=_wrap("Simulate a randomized batch of thrown boxes and spheres (float32), "
-                          "then fit a bouncing throw with gradients through the simulator "
-                          "(float64). Prints a report and writes all numbers to a JSON file."),
-        epilog="example:\n  jaxcontact demo --batch 256 --out results/demo.json\n")
     demo.add_argument("--batch", type=_positive_int, default=1024,
                       help="number of randomized scenes (default 1024)")
     demo.add_argument("--steps", type=_positive_int, default=150,

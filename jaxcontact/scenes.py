@@ -5,7 +5,8 @@ solver, contact laws, dtype and broad phase in `scene.build(...)`. Every builder
 indices it created in `scene.info` (a dict), for tests and experiments.
 
 - `spring_chain`: ADD supplement S1 ("computation time per number of rigid bodies in a chain").
-- `box_drop`: the MJX harness's reference scenes box_drop and boxes8 (../shared/bench).
+- `box_drop`, `sphere_on_plane`: the benchmarks' reference scenes, which `benchmarks/mjx.py`
+  also runs in MuJoCo MJX (box_drop, boxes8; sphere_slide and grad_bounce).
 - `box_stack`: n equal boxes stacked on the ground (resting-contact closed forms).
 - `sphere_pile`: Qiao et al. 2020, Fig. 3 and Table 1 ("objects falling into a pile").
 - `contact_point_cube`: ADD supplement S2 (restitution against contact points per edge).
@@ -107,7 +108,7 @@ def spring_chain(n, *, link_half=(0.05, 0.02, 0.02), mass=0.1, stiffness=1e4, ga
 # --- box stack ---------------------------------------------------------------------------------
 
 def box_drop(n_boxes=1, *, dt=0.002) -> Scene:
-    """The benchmarks' reference scenes, as the MJX harness builds them: `n_boxes` = 1
+    """The benchmarks' reference scenes (`benchmarks/mjx.py` runs them in MJX): `n_boxes` = 1
     (box_drop) or 8 (boxes8) boxes of half edge 5 cm and 1 kg, friction 0.5 on a ground plane
     of friction 0.5, at z = 0.3 m; the eight in a 4 x 2 grid with 1 cm between faces, in the
     harness's body order. `scene.info`: {"boxes"}."""
@@ -120,6 +121,17 @@ def box_drop(n_boxes=1, *, dt=0.002) -> Scene:
     scene = Scene(dt=dt)
     scene.add_plane(friction=0.5)
     scene.info = {"boxes": [scene.add_box(half, 1.0, pos, friction=0.5) for pos in positions]}
+    return scene
+
+
+def sphere_on_plane(pos=(0.0, 0.0, 0.05), *, radius=0.05, mass=1.0, friction=0.5,
+                    dt=0.002) -> Scene:
+    """The gradient benchmarks' scene: one solid sphere (default r = 5 cm, 1 kg) at `pos` above
+    a ground plane, both of friction `friction`; resting on the plane at the default `pos`
+    (sphere_slide), thrown from (0, 0, 0.5) m in grad_bounce. `scene.info`: {"sphere"}."""
+    scene = Scene(dt=dt)
+    scene.add_plane(friction=friction)
+    scene.info = {"sphere": scene.add_sphere(radius, mass, pos, friction=friction)}
     return scene
 
 

@@ -1,16 +1,24 @@
 """Scenes, losses and gradient checks shared by several test modules.
 
 - The solver scene (a sliding sphere, a spinning box, a spring and a zero-length spring) and
-  the gradient of a linear functional of its final state: test_solvers.py (every solver
-  reaches the same step and gradient), test_adjoint.py (dense vs matrix-free adjoint) and
-  test_step.py (an unconverged solve's gradient).
+  the gradient of a linear functional of its final state: solvers/test_solvers_agree.py
+  (every solver reaches the same step and gradient), solvers/test_adjoint.py (dense vs
+  matrix-free adjoint), test_step.py (an unconverged solve's gradient) and test_terms_rows.py
+  (the rows at one of its steps).
 - The rollout-gradient scene and scenarios (a sphere and a box over the ground, 100 steps):
-  test_gradients.py checks reverse mode against finite differences and closed forms,
-  test_adjoint.py the other gradient rules (forward mode, reverse through the forward rule,
-  unrolled) against reverse mode on the same scenarios.
+  solvers/test_adjoint_finite_differences.py checks reverse mode against finite differences
+  and closed forms, solvers/test_adjoint.py the other gradient rules (forward mode, reverse
+  through the forward rule, unrolled) against reverse mode on the same scenarios.
+- The rows' multipliers in compliance form (`row_multipliers`): test_terms_rows.py and
+  models/test_joints.py; the contact terms' share of a Hessian (`contact_share`).
+- The viewer's rollout (`falling_and_resting`): viz/test_html.py, viz/test_plots.py and
+  test_observe.py.
 
 Module-level jitted functions here are shared by every module that imports them.
 """
+
+import functools
+import types
 
 import jax
 import jax.numpy as jnp
@@ -93,7 +101,7 @@ def rollout_loss(model, state, controls, weights):
 
 # the loss, its infos and its gradient, one program: finite differences evaluate the loss with
 # it too, so that a module compiles the rollout once (a value-only program took a third of
-# test_gradients.py's time to compile; it runs the same forward solves)
+# test_adjoint_finite_differences.py's time to compile; it runs the same forward solves)
 _value_and_grad = jax.jit(jax.value_and_grad(rollout_loss, argnums=(0, 1, 2), has_aux=True))
 
 
@@ -236,3 +244,42 @@ def contact_share(hessian, model):
     zero = BlockDiagonal(tuple(jnp.zeros_like(b) for b in hessian.diagonal.blocks))
     return hessian.replace(diagonal=zero, local=pick(hessian.local), index=pick(hessian.index),
                            blocks=pick(hessian.blocks), slots=pick(hessian.slots))
+
+
+def row_multipliers(rows, contact):
+    """λ = Π(-s e) per block of rows (`problem.RowBlock`), the rows' laws in compliance form:
+    free for bilateral rows, λ >= 0 for one-sided ones, `contact(rb, y)` for a contact's
+    block ("contact" or "cone" rows; y = -s e)."""
+    out = []
+    for rb in rows:
+        lam = -rb.stiffness * rb.error
+        if rb.kind == "unilateral":
+            lam = jnp.maximum(lam, 0.0)
+        elif rb.kind in ("contact", "cone"):
+            lam = contact(rb, lam)
+        out.append(lam)
+    return out
+
+
+# --- the viewer's rollout ----------------------------------------------------------------------
+
+# its time step and steps, the spheres' mass and radius, the contact stiffness and gravity
+VIEW = types.SimpleNamespace(dt=0.01, steps=30, mass=1.0, radius=0.1, stiffness=1e5, g=9.81)
+
+
+@functools.cache
+def falling_and_resting():
+    """The viewer's rollout (`VIEW`), built and run once per process: sphere A falls from 1 m
+    (it does not reach the ground in the 0.3 s simulated) while sphere B rests on the ground
+    plane at its equilibrium penetration. A namespace of model, state, final, traj, infos."""
+    v = VIEW
+    scene = jc.Scene(dt=v.dt, stiffness=v.stiffness)
+    scene.add_plane()
+    scene.add_sphere(radius=v.radius, mass=v.mass, pos=(0.0, 0.0, 1.0))
+    scene.add_sphere(radius=v.radius, mass=v.mass,
+                     pos=(0.5, 0.0, v.radius - v.mass * v.g / v.stiffness))
+    scene.exclude_pair(0, 1)
+    model, state = scene.build()
+    final, traj, infos = jax.jit(
+        lambda m, s: jc.rollout(m, s, steps=v.steps, return_info=True))(model, state)
+    return types.SimpleNamespace(model=model, state=state, final=final, traj=traj, infos=infos)

@@ -10,14 +10,33 @@ went from 31 to 19 minutes.
 The library's defaults (what users, benchmarks and the demo get) are untouched. The
 persistent cache makes re-runs cheap, and module-scoped fixtures share jitted functions
 between tests.
+
+`JAXCONTACT_TEST_XLA=user` runs the tests at the XLA settings users get: the fast-compile
+flags are not added (XLA_FLAGS as given; everything else here, float64 included, holds).
+test_user_xla_settings.py runs one module that way in a fresh process (the flags must be set
+before JAX starts), so that code the fast flags compile differently (fusions, LLVM's
+optimizations) is checked at the settings users run. By hand:
+`JAXCONTACT_TEST_XLA=user python -m pytest tests/solvers/test_base.py` (with the fast flags
+left out of XLA_FLAGS).
+
+The tests mirror the package: tests/solvers/test_newton.py checks jaxcontact/solvers/
+newton.py, tests/test_step.py jaxcontact/step.py; `test_<module>_<topic>.py` checks one side
+of a module (test_step_float32.py), and a paper figure's claim sits beside the module it
+exercises under a descriptive name (solvers/test_mass_ratio_stack.py: Descent and Dual on
+the thesis's Fig. 30). Each folder is a package (`__init__.py`), so that basenames may
+repeat; shared helpers import as `from tests._helpers import ...`.
 """
 
 import os
 
-_FAST_COMPILE = {"--xla_cpu_use_fusion_emitters": "false", "--xla_backend_optimization_level": "0"}
-_flags = os.environ.get("XLA_FLAGS", "")
-os.environ["XLA_FLAGS"] = " ".join(
-    [_flags] + [f"{k}={v}" for k, v in _FAST_COMPILE.items() if k not in _flags]).strip()
+FAST_COMPILE = {"--xla_cpu_use_fusion_emitters": "false", "--xla_backend_optimization_level": "0"}
+XLA_SETTINGS = os.environ.get("JAXCONTACT_TEST_XLA", "fast")
+if XLA_SETTINGS not in ("fast", "user"):
+    raise ValueError(f"JAXCONTACT_TEST_XLA must be 'fast' or 'user', got {XLA_SETTINGS!r}")
+if XLA_SETTINGS == "fast":
+    _flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = " ".join(
+        [_flags] + [f"{k}={v}" for k, v in FAST_COMPILE.items() if k not in _flags]).strip()
 
 import gc
 import pathlib
@@ -96,15 +115,31 @@ if _PROFILE_DIR:
 # --- heavy modules first ------------------------------------------------------------------------
 # `make test` runs `--dist loadfile`: each module goes whole to one worker, in collection order.
 # A compile-heavy module that starts last leaves the other worker idle while it finishes, so the
-# modules that took longest in a cold 2-worker run (`--durations`, 2026-11-27) go first; the
-# rest keep pytest's order.
-_HEAVY_FIRST = ("test_terms.py", "test_gradients.py", "test_particles.py", "test_randomize.py",
-                "test_compound.py", "test_control.py", "test_float32.py", "test_optim.py",
-                "test_joints.py", "test_broad_phase.py", "test_solvers.py", "test_energy.py",
-                "test_physics.py", "test_mjcf.py")
+# modules that took longest in a cold 2-worker run (`--durations`, 2026-11-27; the modules
+# split since then follow their parts' old place; the user-settings module, a second process,
+# last of them) go first; the rest keep pytest's order. Paths relative to tests/.
+_HEAVY_FIRST = ("test_terms.py", "solvers/test_adjoint_finite_differences.py",
+                "scene/test_particles.py", "test_randomize.py", "scene/test_compound_bodies.py",
+                "test_step_closed_loop.py", "control/test_apg.py", "test_step_float32.py",
+                "optim/test_fit.py", "models/test_joints.py", "models/test_broad_phase.py",
+                "solvers/test_solvers_agree.py", "solvers/test_newton.py",
+                "models/test_energy.py", "models/test_contact_physics.py", "io/test_mjcf.py",
+                "test_user_xla_settings.py")
+_TESTS = pathlib.Path(__file__).resolve().parent
+
+
+def _relative(path):
+    try:
+        return pathlib.Path(path).resolve().relative_to(_TESTS).as_posix()
+    except ValueError:      # a test file outside tests/
+        return str(path)
+
+
+def pytest_report_header(config):
+    return f"XLA settings: {XLA_SETTINGS} (XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r})"
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(_HEAVY_FIRST)}
     # a stable sort: within a module, and among the rest, pytest's order stays
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    items.sort(key=lambda item: rank.get(_relative(item.path), len(rank)))

@@ -217,7 +217,7 @@ def test_rest_stays_at_rest(sample, model):
 
 # --- identification ---------------------------------------------------------------------------
 
-@pytest.mark.slow  # 27 s; CI: test_optim recovers friction and stiffness of a sliding box
+@pytest.mark.slow  # 27 s; CI: optim/test_fit.py recovers friction and stiffness of a box
 def test_identification_recovers_synthetic_contact(sample, model):
     """The experiment's pipeline on tosses our simulator made: windows cut from real tosses,
     their observations replaced by rollouts at known contact parameters, fitted from the

@@ -341,7 +341,8 @@ def test_gradient_through_rollouts_matches_finite_differences():
 
         return jnp.mean(jax.vmap(final_x)(keys))
 
-    high, h = 0.4, 1e-5   # h: solver noise ~ 1e-10 / h relative, as in test_gradients.py
+    # h: solver noise ~ 1e-10 / h relative, as in solvers/test_adjoint_finite_differences.py
+    high, h = 0.4, 1e-5
     _, got = loss(high)
     fd = (loss(high + h)[0] - loss(high - h)[0]) / (2.0 * h)
     assert float(got) == pytest.approx(float(fd), rel=1e-4), "gradient vs FD"

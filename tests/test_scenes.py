@@ -123,7 +123,7 @@ def test_cube_grid_points_lie_on_the_hull():
 
 # --- resting contact -----------------------------------------------------------------------------
 
-@pytest.mark.slow  # compile-heavy; test_geometry covers stacking and the broad phase
+@pytest.mark.slow  # compile-heavy; models/test_geometry.py covers stacking and the broad phase
 def test_box_stack_rests_at_closed_form_penetrations():
     """Ground: 4 corners share n m g; cube on cube: 8 points (4 corners of each) share the
     weight above."""
@@ -141,7 +141,7 @@ def test_box_stack_rests_at_closed_form_penetrations():
     assert int(info.active_contacts[-1]) == 4 + 8 * (n - 1)
 
 
-@pytest.mark.slow  # compile-heavy; test_geometry covers stacking and the broad phase
+@pytest.mark.slow  # compile-heavy; models/test_geometry.py covers stacking and the broad phase
 def test_sphere_pile_settles_inside_the_bin():
     """12 spheres (2 x 2 x 3 lattice) through the sort-and-sweep broad phase.
 
@@ -251,3 +251,14 @@ def test_box_drop_is_the_harness_scene():
     np.testing.assert_allclose(nearest - 2 * 0.05, 0.01, atol=1e-6)
     with pytest.raises(ValueError, match="n_boxes"):
         scenes.box_drop(2)
+
+
+def test_sphere_on_plane_rests_at_its_closed_form_penetration():
+    """`scenes.sphere_on_plane` (the gradient benchmarks' scene): the sphere, resting on the
+    plane, sinks m g / k_n (linear law, the scene's default k_n)."""
+    scene = scenes.sphere_on_plane(mass=2.0)
+    model, state = scene.build()
+    final, _, info = jc.rollout(model, state, steps=300, return_info=True)
+    assert bool(jnp.all(info.converged))
+    sink = 0.05 - float(final.pos[scene.info["sphere"], 2])
+    assert sink == pytest.approx(2.0 * 9.81 / 1e5, rel=1e-3)

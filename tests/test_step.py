@@ -2,8 +2,9 @@
 
 An unconverged fixed-iteration solve says so in its StepInfo (result, residual), and its
 implicit gradient (that of the converged problem, taken at the unconverged point) differs
-from the converged one: checked on a sphere sliding over the ground and on the solver scene of
-test_solvers.py (_helpers.py), marked slow; CI checks the sphere's report, forward only.
+from the converged one: checked on a sphere sliding over the ground and on the solver scene
+(_helpers.py, solvers/test_solvers_agree.py), marked slow; CI checks the sphere's report,
+forward only.
 """
 
 import jax
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxcontact as jc
-from _helpers import solver_run
+from tests._helpers import solver_run
 
 STEPS = 20
 

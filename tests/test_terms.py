@@ -33,7 +33,7 @@ import pytest
 import jaxcontact as jc
 from jaxcontact import dofs, terms
 from jaxcontact.models.geometry import FAR
-from _helpers import contact_share
+from tests._helpers import contact_share
 
 jax.config.update("jax_enable_x64", True)   # tests/conftest.py does it too
 
@@ -364,27 +364,32 @@ def _assembled(model, state, u):
     return terms.value(u, args), terms.gradient(u, args), g, hessian.dense()
 
 
-def test_orientations_are_shared_only_where_bodies_are_read_more_than_once(ev, monkeypatch):
-    # `terms.shares_turns` decides from the element tables alone; both ways give the same Φ,
-    # gradient and Hessian (a spinning box pressed into the plane, a particle tied to a point
-    # of it: the attachment's one element reads the box's orientation; contacts read none
-    # through the expansions)
+def test_orientations_are_shared_only_where_bodies_are_read_more_than_once(ev):
+    # `terms.shares_turns` decides from the element tables alone: the mixed scene's elements
+    # read its bodies more than once. A spinning box pressed into the plane with a particle
+    # tied to a point of it reads the box once through one attachment (each element turns
+    # its own), twice through the same attachment split into two halves (one shared
+    # expansion): the same Φ, whose value, gradient and Hessian both ways give alike
+    # (contacts read no orientation through the expansions)
     control = jc.Control.zeros(ev["model"].n_body, ev["model"].n_motor, dtype=jnp.float64)
     shapes = jax.eval_shape(terms.prepare, ev["model"], ev["state"], control)
     assert terms.shares_turns(ev["model"], shapes)
-    scene = jc.Scene(dt=0.01, stiffness=1e4)
-    scene.add_plane(friction=0.6)
-    box = scene.add_box(0.05, 1.0, pos=(0.0, 0.0, 0.0495), quat=(0.8, 0.4, 0.2, 0.4),
-                        vel=(0.5, 0.2, -0.3), ang_vel=(3.0, -4.0, 8.0))
-    particle = scene.add_particle(0.1, (0.1, 0.1, 0.3), vel=(0.0, 0.3, 0.0))
-    scene.attach(particle, box, anchor=(0.04, 0.03, 0.04), stiffness=300.0, damping=0.5)
-    model, state = scene.build(dtype=jnp.float64)
-    control = jc.Control.zeros(model.n_body, model.n_motor, dtype=jnp.float64)
-    assert not terms.shares_turns(model, jax.eval_shape(terms.prepare, model, state, control))
-    u = dofs.velocity(state)
-    own = jax.jit(_assembled)(model, state, u)
-    monkeypatch.setattr(terms, "shares_turns", lambda model, ctx: True)
-    shared = jax.jit(_assembled)(model, state, u)
+    assembled = {}
+    for halves in (1, 2):
+        scene = jc.Scene(dt=0.01, stiffness=1e4)
+        scene.add_plane(friction=0.6)
+        box = scene.add_box(0.05, 1.0, pos=(0.0, 0.0, 0.0495), quat=(0.8, 0.4, 0.2, 0.4),
+                            vel=(0.5, 0.2, -0.3), ang_vel=(3.0, -4.0, 8.0))
+        particle = scene.add_particle(0.1, (0.1, 0.1, 0.3), vel=(0.0, 0.3, 0.0))
+        for _ in range(halves):
+            scene.attach(particle, box, anchor=(0.04, 0.03, 0.04), stiffness=300.0 / halves,
+                         damping=0.5 / halves)
+        model, state = scene.build(dtype=jnp.float64)
+        control = jc.Control.zeros(model.n_body, model.n_motor, dtype=jnp.float64)
+        shares = terms.shares_turns(model, jax.eval_shape(terms.prepare, model, state, control))
+        assert shares == (halves == 2), halves
+        assembled[halves] = jax.jit(_assembled)(model, state, dofs.velocity(state))
+    own, shared = assembled[1], assembled[2]
     assert np.max(np.abs(np.asarray(own[3]))) > 1.0   # the contacts are active
     for got, want in zip(shared, own):
         want = np.asarray(want)

@@ -23,17 +23,23 @@ def iterate(iteration, init, length, early_exit, done):
     return jax.lax.scan(lambda c, _: (iteration(c), None), init, None, length=length)[0]
 
 
-def working_width(batch: int, unknowns: int | None = None) -> int:
+def working_width(batch: int, unknowns: int | None = None, *, backend: str | None = None,
+                  max_scenes: int = _WORKING_WIDTH_CPU,
+                  max_unknowns: int = _WORKING_DOFS_CPU) -> int:
     """How many scenes of a vmapped batch, each of `unknowns` unknowns (None: not known), one
-    pass of `until_done` iterates: the whole batch on accelerators."""
-    cpu = min(batch, _WORKING_WIDTH_CPU, max(1, _WORKING_DOFS_CPU // max(1, unknowns or 1)))
-    return cpu if jax.default_backend() == "cpu" else batch
+    pass of `until_done` iterates: the whole batch on accelerators; on CPU at most `max_scenes`
+    scenes and `max_unknowns` unknowns, and at least one scene. backend: JAX's default backend
+    where None."""
+    if (jax.default_backend() if backend is None else backend) != "cpu":
+        return batch
+    return min(batch, max_scenes, max(1, max_unknowns // max(1, unknowns or 1)))
 
 
-def until_done(iteration, init, operands, length, done, unknowns=None):
+def until_done(iteration, init, operands, length, done, unknowns=None, *, width=None):
     """state = iteration(state, operands) until done(state) or `length` iterations, per scene
     (forward mode only; each answer as alone). iteration must leave a done scene unchanged and
-    read batched values only from `operands`."""
+    read batched values only from `operands`. Under vmap each pass iterates a working set of
+    `width` unfinished scenes (None: `working_width` of the batch and `unknowns`)."""
     traced = _Traced(iteration)
 
     @jax.custom_batching.custom_vmap
@@ -47,7 +53,7 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
         state = _broadcast(init, init_batched, batch)
         axes = jax.tree.map(lambda b: 0 if b else None, operands_batched)
         step = jax.vmap(traced.replay, in_axes=(0, axes))
-        width = working_width(batch, unknowns)
+        size = working_width(batch, unknowns) if width is None else min(batch, width)
 
         def running(state, count):
             return ~jax.vmap(done)(state) & (count < length)
@@ -59,15 +65,15 @@ def until_done(iteration, init, operands, length, done, unknowns=None):
 
         def working_set(carry):
             state, count = carry
-            # the first `width` unfinished scenes; empty slots read the last and are dropped
-            (index,) = jnp.nonzero(running(state, count), size=width, fill_value=batch)
+            # the first `size` unfinished scenes; empty slots read the last and are dropped
+            (index,) = jnp.nonzero(running(state, count), size=size, fill_value=batch)
             take = lambda x, b=True: jnp.take(x, index, axis=0, mode="clip") if b else x  # noqa
             new = step(jax.tree.map(take, state), jax.tree.map(take, operands, operands_batched))
             state = jax.tree.map(lambda x, y: x.at[index].set(y, mode="drop"), state, new)
             return state, count.at[index].add(1, mode="drop")
 
         final, _ = jax.lax.while_loop(lambda c: jnp.any(running(*c)),
-                                      whole if width == batch else working_set,
+                                      whole if size == batch else working_set,
                                       (state, jnp.zeros((batch,), jnp.int32)))
         return final, jax.tree.map(lambda _: True, init)
 

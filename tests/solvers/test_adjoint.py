@@ -3,11 +3,12 @@
 and the dense vs matrix-free (Krylov) adjoint solve all give the same gradient (float64).
 
 Each comparison runs on one sphere thrown onto the ground (one contact term), on the scenarios
-of test_gradients.py (a sphere and a box, 100 steps) and on the solver scene of
-test_solvers.py, all marked slow (each gradient program is ~30 s of compilation). CI checks
-forward against reverse mode on particles (test_particles.py), reverse mode against finite
-differences (test_gradients.py, test_particles.py), the Krylov solves the matrix-free adjoint
-runs (test_linear.py), and here which loops early exit keeps.
+of test_adjoint_finite_differences.py (a sphere and a box, 100 steps) and on the solver scene
+of test_solvers_agree.py, all marked slow (each gradient program is ~30 s of compilation). CI
+checks forward against reverse mode on particles (tests/scene/test_particles.py), reverse mode
+against finite differences (test_adjoint_finite_differences.py,
+tests/scene/test_particles.py), the Krylov solves the matrix-free adjoint runs
+(test_linear.py), and here which loops early exit keeps.
 """
 
 import jax
@@ -16,8 +17,8 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-from _helpers import (SCENARIOS, check_modes, dot, grad, solver_run, tangent, two_body_scene,
-                      unit, weights_of)
+from tests._helpers import (SCENARIOS, check_modes, dot, grad, solver_run, tangent,
+                            two_body_scene, unit, weights_of)
 
 MODES = ("vjp", "jvp", "unrolled")
 
@@ -80,7 +81,7 @@ def test_matrix_free_adjoint_matches_the_dense_one_on_a_sphere(sphere):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
 
 
-# --- the scenarios of test_gradients.py (slow: three rules on a two-body scene) -----------------
+# --- the scenarios of test_adjoint_finite_differences.py (slow: three rules, two bodies) ------
 
 @pytest.fixture(scope="module")
 def two_body():

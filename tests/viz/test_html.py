@@ -1,9 +1,10 @@
-"""The trajectory viewer (`jc.viz.save_html`) and the rollout plots (`jc.viz.plots`).
+"""The trajectory viewer (`jc.viz.save_html`, jaxcontact/viz/html.py).
 
-One rollout is shared by the module: sphere A falls from 1 m (it does not reach the ground in
-the 0.3 s simulated) while sphere B rests on the ground plane. The browser tests render the
-viewer in a headless Chromium (skipped where there is none; `make test` installs it) and
-compare where the ball's pixels are with the projection of its trajectory.
+One rollout is shared by the module (`tests._helpers.falling_and_resting`, also read by
+test_plots.py and tests/test_observe.py): sphere A falls from 1 m (it does not reach the
+ground in the 0.3 s simulated) while sphere B rests on the ground plane. The browser tests
+render the viewer in a headless Chromium (skipped where there is none; `make test` installs
+it) and compare where the ball's pixels are with the projection of its trajectory.
 """
 
 import json
@@ -21,23 +22,15 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact import observe
-from jaxcontact.viz import html, plots
+from jaxcontact.viz import html
+from tests._helpers import VIEW, falling_and_resting
 
-DT, STEPS, MASS, RADIUS, STIFFNESS, G = 0.01, 30, 1.0, 0.1, 1e5, 9.81
-REST = (0.5, 0.0, RADIUS - MASS * G / STIFFNESS)     # B at its equilibrium penetration
+DT, STEPS, MASS, RADIUS, G = VIEW.dt, VIEW.steps, VIEW.mass, VIEW.radius, VIEW.g
 
 
 @pytest.fixture(scope="module")
 def run():
-    scene = jc.Scene(dt=DT, stiffness=STIFFNESS)
-    scene.add_plane()
-    scene.add_sphere(radius=RADIUS, mass=MASS, pos=(0.0, 0.0, 1.0))
-    scene.add_sphere(radius=RADIUS, mass=MASS, pos=REST)
-    scene.exclude_pair(0, 1)
-    model, state = scene.build()
-    final, traj, infos = jax.jit(
-        lambda m, s: jc.rollout(m, s, steps=STEPS, return_info=True))(model, state)
-    return types.SimpleNamespace(model=model, state=state, final=final, traj=traj, infos=infos)
+    return falling_and_resting()
 
 
 def embedded(path):
@@ -361,22 +354,7 @@ def test_contact_overlay_draws_the_force_on_the_resting_ball(run, shots):
     assert abs(column[:, 1].min() - top[1]) < 2.5, (column[:, 1].min(), top)
 
 
-# --- the contact points and the plots ---------------------------------------------------------
-
-def test_contact_points_of_the_resting_ball(run):
-    found = observe.contact_points(run.model, run.final)
-    np.testing.assert_allclose(found.point, [[0.5, 0.0, -MASS * G / STIFFNESS / 2]], atol=1e-6)
-    np.testing.assert_allclose(found.normal, [[0.0, 0.0, 1.0]], atol=1e-12)
-    np.testing.assert_allclose(found.gap, [-MASS * G / STIFFNESS], rtol=1e-3)
-    np.testing.assert_allclose(found.force, [MASS * G], rtol=1e-3)
-    # with a margin, sphere A's row (0.54 m above the ground) counts too
-    both = observe.contact_points(run.model, run.final, margin=1.0)
-    assert len(both.gap) == 2 and both.force[np.argmax(both.gap)] == 0.0
-    with pytest.raises(ValueError, match="margin must be a number >= 0, got -1"):
-        observe.contact_points(run.model, run.final, margin=-1)
-    with pytest.raises(ValueError, match="index the time or batch axis first"):
-        observe.contact_points(run.model, run.traj)
-
+# --- the contact overlay's data --------------------------------------------------------------
 
 def test_overlay_data_holds_the_contact_rows(run, tmp_path):
     _, data = embedded(jc.viz.save_html(run.model, run.traj, tmp_path / "c.html",
@@ -389,77 +367,3 @@ def test_overlay_data_holds_the_contact_rows(run, tmp_path):
         np.testing.assert_allclose(frame[:, 6], [MASS * G], rtol=1e-3)
     assert data["contacts"]["forceScale"] == pytest.approx(
         0.3 * data["sceneRadius"] / (MASS * G), rel=1e-3)
-
-
-def test_energy_of_free_fall_changes_as_implicit_euler_says(run):
-    values = plots.energies(run.model, run.traj)
-    np.testing.assert_allclose(values["time"], np.asarray(run.traj.time))
-    np.testing.assert_allclose(values["total"], values["kinetic"] + values["potential"])
-    # A: v+ = v + g dt, x+ = x + dt v+ loses m g² dt² / 2 per step; B rests (constant)
-    np.testing.assert_allclose(np.diff(values["total"]), -0.5 * MASS * G * G * DT * DT,
-                               atol=1e-7)
-    speed = G * np.asarray(run.traj.time)
-    np.testing.assert_allclose(values["kinetic"], 0.5 * MASS * speed ** 2, rtol=1e-6)
-    height = np.asarray(run.traj.pos)[:, :, 2].sum(axis=1)
-    np.testing.assert_allclose(values["potential"], MASS * G * height, rtol=1e-9)
-
-
-def test_rotational_energy_is_taken_in_the_body_frame(run):
-    # a box-like inertia, turned 90 degrees about x, spinning about world y = body -z
-    inertia = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])
-    model = run.model.replace(body=run.model.body.replace(inertia=inertia),
-                              gravity=np.zeros(3))
-    half = math.sqrt(0.5)
-    state = run.final.replace(vel=np.zeros((2, 3)), quat=np.array([[half, half, 0, 0],
-                                                                   [1.0, 0, 0, 0]]),
-                              ang_vel=np.array([[0.0, 2.0, 0.0], [0.0, 0.0, 0.0]]))
-    values = plots.energies(model, state)
-    assert values["kinetic"] == pytest.approx([0.5 * 3.0 * 2.0 ** 2])   # I_z = 3
-
-
-def test_plot_energy_draws_the_energies(run, tmp_path):
-    path = tmp_path / "energy.png"
-    fig = plots.plot_energy(run.model, run.traj, path=path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    (axis,) = fig.axes
-    lines = {line.get_label(): line for line in axis.get_lines()}
-    assert set(lines) == {"kinetic", "potential", "total"}
-    values = plots.energies(run.model, run.traj)
-    for name, line in lines.items():
-        np.testing.assert_allclose(line.get_ydata(), values[name])
-        np.testing.assert_allclose(line.get_xdata(), values["time"])
-
-
-def test_plot_contact_forces_is_the_resting_weight(run):
-    time, total = plots.contact_force_totals(run.model, run.traj)
-    np.testing.assert_allclose(total, MASS * G, rtol=1e-3)    # B's weight; A is in the air
-    fig = plots.plot_contact_forces(run.model, run.traj)
-    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
-    np.testing.assert_allclose(lines["total normal force"].get_ydata(), total)
-    np.testing.assert_allclose(lines["weight"].get_ydata(), 2 * MASS * G)
-
-
-def test_plot_info_marks_the_unconverged_steps(run):
-    fig = plots.plot_info(run.infos)
-    top, bottom = fig.axes
-    assert top.get_yscale() == "log"
-    lines = {line.get_label(): line for line in top.get_lines()}
-    np.testing.assert_allclose(lines["residual"].get_ydata(), np.asarray(run.infos.residual))
-    assert len(lines["not converged"].get_xdata()) == 0         # the rollout converged
-    converged = np.ones(STEPS, bool)
-    converged[[3, 17]] = False
-    infos = run.infos.replace(converged=converged, residual=np.where(converged, 1e-9, 1e-3))
-    fig = plots.plot_info(infos)
-    for axis in fig.axes:
-        marked = next(l for l in axis.get_lines() if l.get_label() == "not converged")
-        np.testing.assert_array_equal(marked.get_xdata(), [3, 17])
-    assert "2 of 30 steps not converged" in fig.axes[0].get_title()
-    with pytest.raises(ValueError, match="infos must be a jc.StepInfo"):
-        plots.plot_info(run.traj)
-
-
-def test_plots_ask_for_matplotlib_when_it_is_missing(run, monkeypatch):
-    import sys
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ImportError, match=r"pip install jaxcontact\[viz\]"):
-        plots.plot_energy(run.model, run.traj)

@@ -428,7 +428,8 @@ def test_finite_gradient_when_shapes_just_touch(shape):
     np.testing.assert_allclose(float(g), float(fd), rtol=1e-5, atol=1e-9)
 
 
-@pytest.mark.slow  # ~30 s of compilation; CI: test_gradients' contacts that start and end
+@pytest.mark.slow  # ~30 s of compilation; CI: the contacts that start and end of
+# solvers/test_adjoint_finite_differences.py
 def test_touching_kinematics_have_finite_derivatives():
     # shapes exactly touching, in the configurations where features meet: aligned equal boxes
     # (corners on edges), parallel capsules end to end, a sphere on a box edge, crossed edges

@@ -1,4 +1,8 @@
-"""`jaxcontact.optim`: L-BFGS, Gauss-Newton, continuation, CMA-ES and `fit`."""
+"""System identification (`jc.optim.fit`, jaxcontact/optim/fit.py): friction and stiffness
+of a sliding box recovered from two observed marker points, bad input refused, and the
+forward-mode sensitivities it uses (`forward_mode`) against reverse mode and central
+differences (slow).
+"""
 
 import jax
 import jax.numpy as jnp
@@ -6,95 +10,6 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-
-
-def rosenbrock(x):
-    return (1.0 - x["a"]) ** 2 + 100.0 * (x["b"] - x["a"] ** 2) ** 2
-
-
-def test_lbfgs_reaches_the_minimum_and_counts_line_search_evaluations():
-    calls = []
-
-    def counted(x):
-        jax.debug.callback(lambda: calls.append(1))
-        return rosenbrock(x)
-
-    result = jc.optim.lbfgs(counted, {"a": jnp.array(-1.2), "b": jnp.array(1.0)},
-                            max_iterations=200, rtol=1e-14)
-    assert result.converged, result.status
-    np.testing.assert_allclose([result.x["a"], result.x["b"]], [1.0, 1.0], atol=1e-6)
-    assert result.value <= 1e-14 * result.history[0]
-    # every evaluation counted: one at the start and each line-search trial (the jitted
-    # update evaluates value and gradient once per trial)
-    assert result.simulations == len(calls)
-
-
-def test_lbfgs_says_when_it_stops_at_its_cap():
-    result = jc.optim.lbfgs(rosenbrock, {"a": jnp.array(-1.2), "b": jnp.array(1.0)},
-                            max_iterations=3)
-    assert not result.converged and "iteration cap 3" in result.status
-    assert result.iterations == 3
-
-
-def test_gauss_newton_fits_an_exponential_in_few_iterations():
-    t = jnp.linspace(0.0, 2.0, 30)
-    data = 2.5 * jnp.exp(-1.3 * t)
-
-    def residual(x):
-        return x[0] * jnp.exp(-x[1] * t) - data
-
-    result = jc.optim.gauss_newton(residual, jnp.array([1.0, 0.5]))
-    assert result.converged, result.status
-    np.testing.assert_allclose(result.x, [2.5, 1.3], rtol=1e-10)
-    assert result.iterations <= 12
-
-
-def test_continuation_warm_starts_every_stage():
-    """Stage s minimizes (x - s)²: each stage starts where the last one ended and the last
-    stage reaches the final value."""
-    starts = []
-
-    def optimizer(loss, x0, **options):
-        starts.append(float(x0))
-        return jc.optim.lbfgs(loss, x0, **options)
-
-    traces = []
-
-    def loss(x, s):
-        traces.append(1)            # Python runs only while JAX traces (compiles)
-        return (x - s) ** 2 + 1e-3 * x ** 2
-
-    stages = jc.optim.continuation(loss, jnp.array(0.0), [1.0], optimizer=optimizer,
-                                   gtol=1e-10)
-    first_compile = len(traces)
-    stages += jc.optim.continuation(loss, stages[-1].x, [2.0, 4.0], optimizer=optimizer,
-                                    gtol=1e-10)
-    assert len(stages) == 3 and all(r.converged for r in stages)
-    # the stage value is a traced argument: the later stages reuse the first one's program
-    assert first_compile > 0 and len(traces) == first_compile
-    np.testing.assert_allclose(starts[1:], [float(r.x) for r in stages[:-1]])
-    np.testing.assert_allclose(stages[-1].x, 4.0 / 1.001, rtol=1e-8)
-    for bad in ([], [1.0, 0.0], [1.0, float("nan")]):
-        with pytest.raises(ValueError, match="schedule"):
-            jc.optim.continuation(lambda x, s: rosenbrock(x), {}, bad)
-
-
-def test_cmaes_counts_every_simulation():
-    pytest.importorskip("cma", reason="the CMA-ES baseline needs the cma package "
-                                      "(pip install 'jaxcontact[optim]')")
-    def loss(x, centre):
-        return jnp.sum((x - centre) ** 2)
-
-    result = jc.optim.cmaes(loss, jnp.zeros(3), 0.5, args=(jnp.array(0.3),), rtol=1e-12,
-                            max_simulations=5000)
-    assert result.converged, result.status
-    np.testing.assert_allclose(result.x, 0.3, atol=1e-5)
-    # the start, then Hansen's population 4 + floor(3 ln 3) = 7 per generation
-    assert result.simulations == 1 + 7 * result.iterations
-    capped = jc.optim.cmaes(loss, jnp.zeros(3), 0.5, args=(jnp.array(0.3),), rtol=0.0,
-                            max_simulations=50)
-    assert not capped.converged and capped.simulations <= 50 + 7
-    assert "without reaching" in capped.status
 
 
 @pytest.fixture(scope="module")

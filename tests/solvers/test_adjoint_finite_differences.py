@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
-from _helpers import (T, ball_bounce, box_sliding, dot, grad, no_controls, per_step_controls,
-                      two_body_scene, unit, value_and_info, weights_of, zeros_like)
+from tests._helpers import (T, ball_bounce, box_sliding, dot, grad, no_controls,
+                            per_step_controls, two_body_scene, unit, value_and_info, weights_of,
+                            zeros_like)
 
 # Central differences with h = 1e-5 on losses computed from solves converged to 1e-10 m/s:
 # truncation O(h²) ~ 1e-10 relative, solver noise ~ 1e-10 / h = 1e-5 relative.
@@ -146,7 +147,7 @@ def test_finite_gradient_when_contact_starts_and_ends(models, vz):
     _assert_finite_gradient(model, state)
 
 
-# tanh friction compiles a second scene structure: slow (test_contact_laws.py checks every
+# tanh friction compiles a second scene structure: slow (models/test_contact.py checks every
 # friction law finite at a zero bound in CI, and huber runs here)
 @pytest.mark.parametrize("friction", ["huber", pytest.param("tanh", marks=pytest.mark.slow)])
 def test_finite_gradient_at_zero_normal_force_with_slip(models, friction):

@@ -20,7 +20,7 @@ G = 9.81
 CHUNK = 100  # steps per compiled call: scenes of one structure share one program
 # first-order solvers converge linearly: a budget that reaches 1e-8 m/s on every step, with
 # early exit so that steps that converge sooner stop
-# (matrix-free Newton takes Newton's iterates exactly: tests/test_solvers.py checks it)
+# (matrix-free Newton takes Newton's iterates exactly: solvers/test_solvers_agree.py checks it)
 SOLVERS = {"newton": jc.Newton(),
            "descent": jc.Descent(iterations=1000, tol=1e-8, early_exit=True),
            "dual": jc.Dual(iterations=2000, update="exact", tol=1e-8, early_exit=True)}

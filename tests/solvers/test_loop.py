@@ -7,6 +7,7 @@ The iteration is a toy with a closed form (x ← x - step until x <= 0, so a sce
 ceil(x0 / step) iterations, or at the cap), so the module compiles in seconds.
 """
 
+import functools
 import math
 
 import jax
@@ -28,9 +29,9 @@ def _iteration(state, operands):
     return (jnp.where(stop, x, new_x), used + jnp.where(stop, 0, 1), stop | (new_x <= 0.0))
 
 
-def _run(x0, step, offset):
+def _run(x0, step, offset, width=None):
     init = (x0, jnp.zeros((), jnp.int32), x0 <= 0.0)
-    return loop.until_done(_iteration, init, (step, offset), CAP, lambda s: s[2])
+    return loop.until_done(_iteration, init, (step, offset), CAP, lambda s: s[2], width=width)
 
 
 def _expected_iterations(x0, step):
@@ -81,36 +82,44 @@ def test_shared_operands_and_nested_vmap_give_the_same_answers(starts):
                                   _expected_iterations(x0, step))
 
 
-def test_every_working_width_gives_the_same_answers(starts, monkeypatch):
+def test_every_working_width_gives_the_same_answers(starts):
+    # a working set of one scene, of a few, and the whole batch (on any backend)
     x0, step = starts
     expected = _expected_iterations(x0, step)
     for width in (1, 7, 100):
-        monkeypatch.setattr(loop, "_WORKING_WIDTH_CPU", width)
-        monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-        _, used, _ = jax.vmap(_run, in_axes=(0, 0, None))(x0, step, 0.0)
+        _, used, _ = jax.vmap(functools.partial(_run, width=width), in_axes=(0, 0, None))(
+            x0, step, 0.0)
         np.testing.assert_array_equal(np.asarray(used), expected, f"width {width}")
 
 
-def test_working_width_holds_at_most_its_unknowns(monkeypatch):
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    cap, dofs = loop._WORKING_WIDTH_CPU, loop._WORKING_DOFS_CPU
-    assert loop.working_width(1024) == cap
-    assert loop.working_width(3) == 3
-    for unknowns in (1, 6, 12, 48, 96, 97, 10_000):
-        width = loop.working_width(1024, unknowns)
-        assert 1 <= width <= cap
-        # as many scenes as fit the unknowns' budget, at least one
-        assert width == 1 or width * unknowns <= dofs
-        assert width == cap or (width + 1) * unknowns > dofs
-    assert loop.working_width(2, 6) == 2
+def test_working_width_holds_at_most_its_unknowns():
+    # on CPU: at most `max_scenes` scenes and `max_unknowns` unknowns, at least one scene
+    for scenes, budget in ((16, 192), (5, 40)):
+        width = functools.partial(loop.working_width, backend="cpu", max_scenes=scenes,
+                                  max_unknowns=budget)
+        assert width(1024) == scenes
+        assert width(3) == 3
+        for unknowns in (1, 6, 12, 48, 96, 97, 10_000):
+            got = width(1024, unknowns)
+            assert 1 <= got <= scenes
+            # as many scenes as fit the unknowns' budget, at least one
+            assert got == 1 or got * unknowns <= budget
+            assert got == scenes or (got + 1) * unknowns > budget
+        assert width(2, 6) == 2
+    # the defaults bound the working set; accelerators iterate the whole batch
+    assert 1 <= loop.working_width(1024, backend="cpu") < 1024
+    assert loop.working_width(1024, 6, backend="gpu") == 1024
 
 
-def test_a_narrow_working_set_gives_the_same_answers(starts, monkeypatch):
+def test_a_narrow_working_set_gives_the_same_answers(starts):
+    # scenes of more unknowns than a working set holds: one scene at a time on CPU
     x0, step = starts
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    unknowns = 10 ** 9
+    if jax.default_backend() == "cpu":
+        assert loop.working_width(x0.size, unknowns) == 1
     init = (x0, jnp.zeros_like(x0, jnp.int32), x0 <= 0.0)
     run = jax.vmap(lambda i, s: loop.until_done(_iteration, i, (s, 0.0), CAP, lambda c: c[2],
-                                                unknowns=loop._WORKING_DOFS_CPU // 3))
+                                                unknowns=unknowns))
     _, used, _ = run(init, step)
     np.testing.assert_array_equal(np.asarray(used), _expected_iterations(x0, step))
 

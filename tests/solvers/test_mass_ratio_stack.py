@@ -49,7 +49,8 @@ def test_dual_sinks_into_the_column_even_at_500_iterations(descent, dual):
     assert not info.converged.any()
 
 
-@pytest.mark.slow  # ~25 s of compilation; CI checks Dual on the closed forms of test_physics.py
+@pytest.mark.slow  # ~25 s of compilation; CI checks Dual on the closed forms of
+# models/test_contact_physics.py
 def test_dual_holds_the_same_column_with_equal_masses():
     pen, _ = _run(jc.Dual(iterations=500, update="exact"), fig30.UNIFORM)
     np.testing.assert_allclose(pen[-1], fig30.static_penetration(fig30.UNIFORM), rtol=0.05)

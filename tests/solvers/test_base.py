@@ -15,7 +15,8 @@ derivatives by autodiff; its Hessian one dense block).
 - Newton's residual is its last step, or M⁻¹ ∇Φ where smaller.
 - The scan (early_exit False) and the while loop (True) give the same answer, also per scene
   of a vmapped batch.
-- Settings are validated, naming the argument.
+- Settings, those every solver shares and each solver's own, are validated, naming the
+  argument; the iteration cap is a static int.
 """
 
 import dataclasses
@@ -307,6 +308,35 @@ def test_scan_and_while_loop_give_the_same_answer(solver):
 def test_bad_settings_raise_naming_the_argument(cls, kwargs, name):
     with pytest.raises(ValueError, match=name):
         cls(**kwargs)
+
+
+@pytest.mark.parametrize("cls, kwargs, name", [
+    (jc.Descent, {"iterations": 0}, "iterations"),
+    (jc.Descent, {"alpha": 1.5}, "alpha"),
+    (jc.Descent, {"alpha": 0.0}, "alpha"),
+    (jc.Dual, {"update": "lazy"}, "update"),
+    (jc.Dual, {"mass_splitting": 1}, "mass_splitting"),
+    (jc.Dual, {"tol": -1.0}, "tol"),
+    (jc.Newton, {"linear": "gmres"}, "linear"),
+    (jc.Newton, {"linear": "bicgstab"}, "linear"),
+    (jc.Newton, {"linear": "cr"}, "linear"),
+    (jc.Newton, {"krylov_iterations": 0}, "krylov_iterations"),
+    (jc.Dual, {"ad": "fd"}, "ad"),
+    (jc.Descent, {"adjoint": "lu"}, "adjoint"),
+    (jc.Descent, {"preconditioner": "jacobi"}, "preconditioner"),
+])
+def test_bad_solver_settings_name_the_argument(cls, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        cls(**kwargs)
+
+
+def test_iteration_cap_is_a_number():
+    """Every solver's cap is a static int (Newton's default 50, for rigid and mesh scenes
+    alike); None is rejected, naming `iterations`."""
+    assert jc.Newton().iterations == 50
+    for solver in (jc.Newton, jc.Descent, jc.Dual):
+        with pytest.raises(ValueError, match="iterations"):
+            solver(iterations=None)
 
 
 def test_settings_resolve_the_gradient_rule():

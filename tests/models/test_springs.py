@@ -27,7 +27,7 @@ def _rollout(model, state, chunks):
     return state, jax.tree.map(lambda *x: jnp.concatenate(x), *trajs)
 
 
-# Descent and Dual: slow; CI checks them on the sliding sphere of test_physics.py
+# Descent and Dual: slow; CI checks them on the sliding sphere of test_contact_physics.py
 @pytest.mark.parametrize("solver", [
     pytest.param(jc.Newton(), id="newton"),
     pytest.param(jc.Descent(iterations=100), id="descent", marks=pytest.mark.slow),
@@ -106,7 +106,8 @@ def _spring_loss(params, model, state):
     return jnp.sum(final.pos * jnp.asarray([[0.3, -0.7, 1.1]])) + jnp.sum(final.ang_vel)
 
 
-@pytest.mark.slow  # compile-heavy; CI: test_particles' gradients (an attachment's stiffness)
+@pytest.mark.slow  # compile-heavy; CI: tests/scene/test_particles.py's gradients (an
+# attachment's stiffness)
 def test_spring_parameter_gradients_match_finite_differences():
     s = jc.Scene(dt=0.002)
     s.add_plane()

@@ -1,5 +1,7 @@
-"""Tests of `jaxcontact.control.walk_task` (the quadruped walking task of issue 13), on
-hand-made states: nothing here compiles a rollout or a training loop.
+"""The ready-made control tasks (jaxcontact/control/tasks.py).
+
+`walk_task` (the quadruped walking task of issue 13), on hand-made states: nothing here
+compiles a training loop, and only the slow trot check a rollout.
 
 - the observation's size and its parts: hinge angles of hand-rotated links, the phase clock;
 - the action map: a zero action is the hand-written trot (`jc.scenes.trot_targets`) in the
@@ -7,6 +9,9 @@ hand-made states: nothing here compiles a rollout or a training loop.
 - the reward rises with the torso's forward velocity, and `done` fires on a tipped torso;
 - resets draw friction and torso mass within their ranges;
 - bad arguments raise `ValueError`s that name them.
+
+`pusher_task`: targets drawn by shifting the scene, its observation, action map, reward and
+argument checks.
 """
 
 import math
@@ -18,7 +23,7 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact import scenes
-from jaxcontact.control import walk_task
+from jaxcontact.control import pusher_task, walk_task
 
 # the observation's layout (see walk_task's docstring)
 HEIGHT, GRAVITY, VEL, ANG_VEL, ANGLES, RATES, CLOCK = 0, 1, 4, 7, 10, 18, 26
@@ -154,3 +159,37 @@ def test_the_trot_at_twenty_millisecond_steps_converges_on_every_step():
     assert bool(np.all(converged)), f"{np.sum(~np.asarray(converged))} steps did not converge"
     assert float(np.min(forward)) > 0.0
     assert float(np.max(iterations)) <= 30
+
+
+# --- the pusher task ---------------------------------------------------------------------------
+
+def test_pusher_task_draws_targets_by_shifting_the_scene():
+    push = pusher_task(target_low=(0.2, -0.25), target_high=(0.6, 0.25))
+    task = push.task
+    keys = jax.random.split(jax.random.key(4), 64)
+    models, states = jax.vmap(task.initial)(keys)
+    box, pusher = np.asarray(states.pos[:, 0]), np.asarray(states.pos[:, 1])
+    # the target sits at the origin: the box starts at minus the drawn target, inside the
+    # rectangle, and the pusher keeps its place behind the box, touching it (0.1 + 0.05 m)
+    target = -box[:, :2]
+    assert np.all((target >= [0.2, -0.25]) & (target <= [0.6, 0.25]))
+    assert np.ptp(target[:, 0]) > 0.2 and np.ptp(target[:, 1]) > 0.25   # spread, not one draw
+    np.testing.assert_allclose(pusher - box, np.tile([-0.15, 0.0, 0.0], (64, 1)), atol=1e-6)
+    model, state = task.initial(keys[0])
+    obs = np.asarray(push.observe(model, state))
+    assert obs.shape == (11,)
+    np.testing.assert_allclose(obs[:2], box[0, :2], atol=1e-6)          # offset to the target
+    np.testing.assert_allclose(obs[4:6], [1.0, 0.0], atol=1e-6)         # heading (cos, sin)
+    np.testing.assert_allclose(obs[6:8], [-0.15, 0.0], atol=1e-6)       # pusher from the box
+    np.testing.assert_allclose(obs[-1], 1.0, atol=1e-6)                 # 50 x 0.02 s left
+    control_ = push.act(model, state, jnp.array([0.5, -2.0]))
+    np.testing.assert_allclose(control_.force, [[0.0, 0.0, 0.0], [5.0, -10.0, 0.0]])
+    # reward: minus the box's distance to the target after the step, minus the effort
+    at_target = state.replace(pos=state.pos - state.pos[0:1] * jnp.array([[1.0, 1.0, 0.0]]))
+    np.testing.assert_allclose(task.reward(model, state, control_, at_target), -0.01 * 1.25,
+                               rtol=1e-5)
+    for bad, name in ((dict(target_low=(0.5, 0.0), target_high=(0.2, 0.0)), "target_low"),
+                      (dict(pusher_start=-0.1), "pusher_start"),
+                      (dict(max_force=0.0), "max_force")):
+        with pytest.raises(ValueError, match=name):
+            pusher_task(**bad)

@@ -16,7 +16,7 @@ import pytest
 import jaxcontact as jc
 from jaxcontact import terms
 from jaxcontact.math import quat_rotate, quat_to_mat
-from jaxcontact.problem import BlockDiagonal, Problem, RowBlock
+from tests._helpers import row_multipliers
 
 G = 9.81
 DT = 0.005
@@ -371,7 +371,8 @@ def arm_grad(jointed_arm, arm_loss):
 
 # slow: the arm's gradient program is ~80 s of compilation. Joint terms go through the same
 # generic assembly and implicit rule as the contact, spring, attachment and user-energy terms
-# whose gradients CI checks against finite differences (test_gradients, test_particles)
+# whose gradients CI checks against finite differences (solvers/test_adjoint_finite_differences.py,
+# scene/test_particles.py)
 @pytest.mark.slow
 def test_implicit_gradient_matches_finite_differences(arm_loss, arm_grad):
     # d(final state)/d(motor targets, stiffnesses, axes, anchors, limit, cable, damping, gains)
@@ -469,22 +470,20 @@ _ARM_LINEAR = (0, 3, 5, 7)     # rows linear in u: contact (J x - v̂) and dampi
 _ARM_CABLE, _ARM_LIMIT = 4, 8
 
 
+def _separated(rb, y):
+    """The arm's contact rows separate: λ = 0."""
+    assert bool(jnp.all(rb.error[..., 0] > 0.0)), "the arm's contacts must separate"
+    return jnp.zeros_like(y)
+
+
 def _multipliers(rows):
-    """λ = Π(-s e) per block of joint rows, their laws in compliance form: free for bilateral
-    rows, λ >= 0 for one-sided ones (the arm's contact rows separate: λ = 0)."""
-    out = []
-    for rb in rows:
-        lam = -rb.stiffness * rb.error
-        if rb.kind == "unilateral":
-            lam = jnp.maximum(lam, 0.0)
-        elif rb.kind in ("contact", "cone"):
-            assert bool(jnp.all(rb.error[..., 0] > 0.0)), "the arm's contacts must separate"
-            lam = jnp.zeros_like(lam)
-        out.append(lam)
-    return out
+    """λ = Π(-s e) per block of joint rows (`row_multipliers`): free for bilateral rows, λ >= 0
+    for one-sided ones, 0 for the arm's separated contacts."""
+    return row_multipliers(rows, _separated)
 
 
-@pytest.mark.slow  # compile-heavy arm fixture; CI: test_terms' assembly of joints and contacts
+@pytest.mark.slow  # compile-heavy arm fixture; CI: tests/test_terms.py's assembly of joints and
+# contacts
 def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     model, args, u, (rows, dense) = arm_solution
     n = model.n_body
@@ -525,46 +524,6 @@ def test_joint_rows_are_an_exact_view_of_the_primal_problem(arm_solution):
     pushes = np.concatenate([np.asarray(lam[_ARM_LIMIT]).reshape(-1),
                              np.asarray(lam[_ARM_CABLE]).reshape(-1)])
     assert pushes[0] == 0.0 and np.all(pushes[1:] > 0.0)
-
-
-def _one_body_rows(args):
-    """Two blocks of two rows on body 0 (the world on the other side), bilateral and
-    one-sided, with constant errors: row j pushes along axis j."""
-    jac = jnp.zeros((1, 2, 12)).at[0, 0, 0].set(1.0).at[0, 1, 1].set(1.0)
-
-    def block(kind):
-        return RowBlock(error=args["error"], jac=jac, stiffness=args["stiffness"],
-                        limit=jnp.zeros((1, 2)),
-                        index=jnp.asarray([list(range(6)) + [6] * 6], jnp.int32),
-                        blocks=jnp.asarray([[0, -1]], jnp.int32),
-                        slots=((0, 0, 6), (0, 6, 6)), kind=kind)
-
-    return block("bilateral"), block("unilateral")
-
-
-_UNIT_MASS = BlockDiagonal((jnp.eye(6)[None], jnp.zeros((0, 3, 3))),
-                           inverses=(jnp.eye(6)[None], jnp.zeros((0, 3, 3))))
-_ROWS_PROBLEM = Problem(
-    gradient=lambda u, args: u - args["free"], hessian=None, along=None,
-    rows=lambda u, args: _one_body_rows(args), mass=lambda args: _UNIT_MASS,
-    start=lambda args: args["free"], resolution=lambda args: jnp.zeros_like(args["free"]))
-
-
-def test_dual_clamps_one_sided_joint_rows_and_leaves_two_sided_ones_free():
-    # one Jacobi sweep from λ = 0: λ = -s e / (s W + 1), W = g M̃⁻¹ gᵀ with the unit mass split
-    # among the 3 active rows (both bilateral rows, the violated one-sided row): W = 3
-    args = {"error": jnp.asarray([[-1.0, 2.0]]), "stiffness": jnp.full((1, 2), 2.0),
-            "free": jnp.arange(6.0)}
-    solver = jc.Dual()
-    carry = solver.start(_ROWS_PROBLEM, None, args)
-    carry, moved = solver.iteration(_ROWS_PROBLEM, carry, args)
-    assert bool(moved)
-    bilateral, one_sided = (np.asarray(l).reshape(-1) for l in carry.lam)
-    np.testing.assert_allclose(bilateral, [2.0 / 7.0, -4.0 / 7.0], rtol=1e-14)
-    np.testing.assert_allclose(one_sided, [2.0 / 7.0, 0.0], rtol=1e-14)    # λ >= 0
-    # u moves by M⁻¹ Σ Gᵀ λ: rows 0 along x, rows 1 along y
-    np.testing.assert_allclose(carry.u - args["free"], [4.0 / 7.0, -4.0 / 7.0, 0, 0, 0, 0],
-                               rtol=1e-14, atol=1e-15)
 
 
 # --- smoothness at zero error -------------------------------------------------------------------

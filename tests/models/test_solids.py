@@ -1,6 +1,6 @@
 """FEM solids (`Scene.add_solid`, `models/solids.py`): momentum, relaxation to the rest shape,
 rotation-invariant viscosity (ADD Sec. 5.2), gradients, errors. (The laws themselves:
-tests/test_elasticity.py.)"""
+test_elasticity.py.)"""
 
 import jax
 import jax.numpy as jnp

@@ -120,7 +120,8 @@ def test_single_geom_body_matches_add_sphere(run):
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.slow  # 22 s of compilation; CI: gradients w.r.t. model leaves in test_gradients
+@pytest.mark.slow  # 22 s of compilation; CI: gradients w.r.t. model leaves in
+# solvers/test_adjoint_finite_differences.py
 def test_gradient_of_rest_height_wrt_geom_offset():
     """z_rest = r - p_z - m g / k for a sphere at p_z below the centre of mass: the implicit
     gradient of the settled height with respect to the geom's offset is -1 in z (and 0 in x),
