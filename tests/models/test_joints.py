@@ -460,14 +460,14 @@ _ARM_ROWS = (
     ("hinge joint", "bilateral", (2, 1)),
     # the cable: one-sided stretch | damping while taut
     ("distance joint", "unilateral", (1, 1)), ("distance joint", "bilateral", (1, 1)),
+    # the limit of hinge 1: lower | upper (a joint's limits are terms of the joints' kind)
+    ("hinge limit", "unilateral", (1, 2)),
     # two motors: reference directions (3) | damping (1)
     ("motor", "bilateral", (2, 3)), ("motor", "bilateral", (2, 1)),
-    # the limit of hinge 1: lower | upper
-    ("hinge limit", "unilateral", (1, 2)),
 )
-_ARM_LINEAR = (0, 3, 5, 7)     # rows linear in u: contact (J x - v̂) and damping (ẋ = G u, G
+_ARM_LINEAR = (0, 3, 5, 8)     # rows linear in u: contact (J x - v̂) and damping (ẋ = G u, G
                                # frozen at the start of the step)
-_ARM_CABLE, _ARM_LIMIT = 4, 8
+_ARM_CABLE, _ARM_LIMIT = 4, 6
 
 
 def _separated(rb, y):
