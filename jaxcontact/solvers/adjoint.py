@@ -31,7 +31,7 @@ class Implicit:
     Attributes:
       mode: "reverse" (`custom_vjp`) or "forward" (`custom_jvp`: `jax.jacfwd`; reverse too).
       linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns), "dense" or "krylov".
-      iterations: Krylov iteration cap; None (default): as `Newton.krylov_iterations`.
+      iterations: Krylov iteration cap; None (default): the solver's `krylov_iterations`.
       preconditioner: of the Krylov solve, as `Newton.preconditioner`.
       rtol: relative residual at which the Krylov solve stops.
       early_exit: the Krylov loop as a while loop (not differentiable a second time).
@@ -55,9 +55,9 @@ class Implicit:
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
         u, stats = solver.solve(problem, None if u0 is None else jax.lax.stop_gradient(u0),
                                 jax.lax.stop_gradient(args))
-        iterations = self.iterations or tolerances.KRYLOV_RIGID   # `step` sets it per scene
-        settings = dataclasses.replace(self, iterations=iterations, early_exit=self.early_exit
-                                       or solver.loops_exit_early)
+        settings = dataclasses.replace(self, early_exit=self.early_exit or solver.loops_exit_early,
+                                       iterations=self.iterations or solver.krylov_iterations
+                                       or tolerances.KRYLOV_RIGID)
         rule = _reverse if self.mode == "reverse" else _forward
         return rule(problem, jax.lax.stop_gradient(u), args, settings), stats
 

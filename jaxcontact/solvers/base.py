@@ -31,8 +31,7 @@ def finite(x):
     return jnp.all(jnp.isfinite(x))
 
 
-class Carry(NamedTuple):
-    """The iterate and ∇Φ there (Descent's carry)."""
+class Carry(NamedTuple):   # the iterate and ∇Φ there (Descent's carry)
     u: jax.Array
     g: jax.Array
 
@@ -49,16 +48,22 @@ class Solver:
       ad: "vjp" / "jvp" (implicit reverse / forward mode) or "unrolled" (for testing).
       adjoint: a `jc.Implicit(...)` or `jc.Unrolled()`, or the implicit linear solve "auto",
         "dense" or "krylov" (with `ad`); resolved as `solver.gradients`.
+      krylov_iterations: conjugate-gradient cap of Newton's directions and of the implicit
+        gradients; None (default): `step`'s per scene (`tolerances.KRYLOV_RIGID`, or
+        `KRYLOV_MESHES` with solids or cloth: `with_krylov_cap`).
     """
     iterations: int = 50
     tol: float | None = None
     early_exit: bool = True
     ad: str = "vjp"
     adjoint: Any = "auto"
+    krylov_iterations: int | None = None
     gradients: Any = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         check.integer_setting(self, "iterations")
+        if self.krylov_iterations is not None:
+            check.integer_setting(self, "krylov_iterations")
         if self.tol is not None:
             check.number("tol", self.tol, positive=True)
         check.boolean("early_exit", self.early_exit)
@@ -71,17 +76,9 @@ class Solver:
         object.__setattr__(self, "gradients", rule)
 
     def with_krylov_cap(self, cap: int) -> "Solver":
-        """A copy with `cap` as the Krylov iteration cap wherever these settings leave it to
-        the default (None): Newton's directions and the implicit gradients' solve. `step`
-        passes the cap the scene's Hessians need (`tolerances.KRYLOV_RIGID`, `KRYLOV_MESHES`),
-        so no solver reads the physics."""
-        out = dataclasses.replace(self)
-        if getattr(out, "krylov_iterations", 0) is None:
-            out = dataclasses.replace(out, krylov_iterations=cap)
-        if isinstance(out.gradients, Implicit) and out.gradients.iterations is None:
-            object.__setattr__(out, "gradients", dataclasses.replace(out.gradients,
-                                                                     iterations=cap))
-        return out
+        """These settings with Krylov cap `cap` where it is None: `step` gives the one the
+        scene's Hessians need, so that no solver reads the physics."""
+        return self if self.krylov_iterations else dataclasses.replace(self, krylov_iterations=cap)
 
     @property
     def loops_exit_early(self) -> bool:

@@ -29,7 +29,6 @@ class Descent(base.Solver):
       preconditioner: "block" (default): each block's full Hessian block; "diagonal": its
         diagonal only, the per-DOF Jacobi preconditioner of Eq. 116 / Algorithm 2.
     """
-    iterations: int = 50
     alpha: float = 0.5
     preconditioner: str = "block"
 

@@ -111,7 +111,6 @@ class Dual(base.Solver):
         1e4:1 pendulum) or "exact" (converges to the primal solution; module docstring).
       mass_splitting: divide each block's mass among its active rows (Jacobi safety).
     """
-    iterations: int = 50
     alpha: float = 1.0
     update: str = "incremental"
     mass_splitting: bool = True

@@ -42,9 +42,7 @@ def cg(matvec, precond, b, iterations, rtol=1e-10, early_exit=False, absolute=Fa
     def body(carry):
         x, r, z, p, rz, done = carry
         ap = matvec(p)
-        curvature = jnp.dot(p, ap)
-        if absolute:
-            curvature = jnp.abs(curvature)
+        curvature = jnp.abs(jnp.dot(p, ap)) if absolute else jnp.dot(p, ap)
         done = done | (curvature <= 0.0) | (jnp.dot(r, r) <= stop_at)
         alpha = jnp.where(done, 0.0, safe_div(rz, curvature))
         x, r = x + alpha * p, r - alpha * ap

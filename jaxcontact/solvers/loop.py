@@ -23,13 +23,10 @@ def iterate(iteration, init, length, early_exit, done):
     return jax.lax.scan(lambda c, _: (iteration(c), None), init, None, length=length)[0]
 
 
-def working_width(batch: int, unknowns: int | None = None, *, backend: str | None = None,
-                  max_scenes: int = _WORKING_WIDTH_CPU,
-                  max_unknowns: int = _WORKING_DOFS_CPU) -> int:
-    """How many scenes of a vmapped batch, each of `unknowns` unknowns (None: not known), one
-    pass of `until_done` iterates: the whole batch on accelerators; on CPU at most `max_scenes`
-    scenes and `max_unknowns` unknowns, and at least one scene. backend: JAX's default backend
-    where None."""
+def working_width(batch, unknowns=None, *, backend=None, max_scenes=_WORKING_WIDTH_CPU,
+                  max_unknowns=_WORKING_DOFS_CPU) -> int:
+    """Scenes of a vmapped batch (`unknowns` each) one pass of `until_done` iterates: on CPU
+    (`backend`: JAX's default) at most `max_scenes`, `max_unknowns` unknowns, >= 1; else all."""
     if (jax.default_backend() if backend is None else backend) != "cpu":
         return batch
     return min(batch, max_scenes, max(1, max_unknowns // max(1, unknowns or 1)))
@@ -37,9 +34,8 @@ def working_width(batch: int, unknowns: int | None = None, *, backend: str | Non
 
 def until_done(iteration, init, operands, length, done, unknowns=None, *, width=None):
     """state = iteration(state, operands) until done(state) or `length` iterations, per scene
-    (forward mode only; each answer as alone). iteration must leave a done scene unchanged and
-    read batched values only from `operands`. Under vmap each pass iterates a working set of
-    `width` unfinished scenes (None: `working_width` of the batch and `unknowns`)."""
+    (forward mode only; each answer as alone; under vmap `width` unfinished scenes a pass, None:
+    `working_width`). iteration must leave a done scene unchanged, read batches from operands."""
     traced = _Traced(iteration)
 
     @jax.custom_batching.custom_vmap

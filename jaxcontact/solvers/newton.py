@@ -37,23 +37,17 @@ class Newton(base.Solver):
       line_search: most evaluations of φ' per line search (1 = always the full step).
       linear: "dense" (elimination), "cg" (preconditioned conjugate gradients, inexact
         Newton) or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
-      krylov_iterations: conjugate-gradient cap per direction; None (default):
-        `tolerances.KRYLOV_RIGID`, or `KRYLOV_MESHES` in scenes with solids or cloth.
       preconditioner: "block_jacobi", "multilevel" (scenes with meshes) or "auto" (default:
         multilevel from `aggregation.MIN_PARTICLES` cloth particles).
     """
-    iterations: int = 50
     line_search: int = 16
     linear: str = "auto"
-    krylov_iterations: int | None = None
     preconditioner: str = "auto"
 
     def __post_init__(self):
         super().__post_init__()
         check.integer_setting(self, "line_search")
         check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
-        if self.krylov_iterations is not None:
-            check.integer_setting(self, "krylov_iterations")
         check.choice("linear", self.linear, LINEAR_SOLVERS)
 
     def method(self, n: int) -> str:
