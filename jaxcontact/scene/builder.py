@@ -2,7 +2,7 @@
 
 What is added is kept as typed records: bodies, geoms, planes, meshes, obstacles and
 particles here, and the records of every registered kind of physics (springs, joints, motors,
-attachments, solids, cloth, user energies: `jaxcontact.models.kinds`), whose builder hooks the
+attachments, solids, cloth, user energies, drag: `jaxcontact.models.kinds`), whose builder hooks the
 scene offers as its own methods (`scene.add_spring(...)`). `build()` compiles the records into
 `(Model, State)` (`jaxcontact.scene.compile`). Every bad argument raises `ValueError` naming
 the argument and the value (`jaxcontact.scene.validate`).
@@ -100,7 +100,8 @@ class Scene:
     kinds of physics by their builder hooks, offered as methods of every scene:
     `add_spring` (`jaxcontact.models.springs`), `add_joint` (`models.joints`), `add_motor`
     (`models.motors`), `attach` (`models.attachments`), `add_solid` (`models.solids`),
-    `add_cloth` (`models.cloth`) and `add_energy` (`models.energy`).
+    `add_cloth` (`models.cloth`), `add_energy` (`models.energy`) and `add_drag`
+    (`models.drag`).
 
     Args:
       dt: time step, s.
