@@ -326,11 +326,17 @@ def _resolution(model, state, mass: BlockDiagonal):
     than eps L / Δt give the same q+; a turn about a DOF's axis, of radius of gyration
     r_i = √(M_ii / m), resolves eps L / (Δt r_i) (equal kinetic energies: eps L / Δt · √(m /
     M_ii) for every DOF, particles with r = 0). Where stiff potentials decide u (joints), its
-    error is this rounding through H⁻¹ ∇²E, which no solver resolves finer (design note 59)."""
+    error is this rounding through H⁻¹ ∇²E, which no solver resolves finer (design note 59).
+    Bodies joined by joints or springs (`Body.group`) feel each other's roundings, which are
+    independent: each takes the root sum of squares of its group's L (design note 62)."""
     eps = jnp.finfo(state.pos.dtype).eps
     body_mass = model.body.mass[:, None]
     reach = (jnp.max(jnp.abs(state.pos), axis=1, keepdims=True)
              + jnp.sqrt(jnp.max(model.body.inertia, axis=1, keepdims=True) / body_mass))
+    if model.body.group:
+        group = np.asarray(model.body.group)
+        pooled = jax.ops.segment_sum(reach[:, 0] ** 2, group, num_segments=group.size)
+        reach = jnp.sqrt(pooled)[group][:, None]
     reach_particle = jnp.max(jnp.abs(state.particle_pos), axis=1, keepdims=True)
     length = dofs.join(jnp.broadcast_to(reach, state.pos.shape),
                        jnp.broadcast_to(reach, state.pos.shape),

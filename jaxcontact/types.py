@@ -41,10 +41,14 @@ class Body:
     Attributes:
       mass:     (N,)   kg.
       inertia:  (N, 3) principal moments of inertia in the body frame, kg m².
+      group:    static tuple (N,): the group of bodies each belongs to, the bodies joined to
+                each other by the elements of the kinds of physics (`Kind.joins`: joints,
+                springs, motors); the step's resolution pools their roundings (`terms`).
     """
 
     mass: Array
     inertia: Array
+    group: tuple = static(default=())
 
 
 @struct.dataclass

@@ -386,4 +386,5 @@ def _terms(records) -> list:
     return out
 
 
-KIND = kinds.register(kinds.Kind("joint", _pack, _terms, (add_joint,)))
+KIND = kinds.register(kinds.Kind("joint", _pack, _terms, (add_joint,),
+                                  joins=lambda records: [(r.body_a, r.body_b) for r in records]))

@@ -34,12 +34,16 @@ class Kind:
       terms: terms(records) -> the step's terms for these records (none for none), each
         with its static table of elements (`jaxcontact.terms`).
       builders: the builder hooks, functions f(scene, ...) offered as `scene.<f.__name__>`.
+      joins: joins(records) -> the (body_a, body_b) pairs its elements hold together (the
+        world, -1, is no body), or None: the bodies of a group move as one, so the step
+        resolves their velocities only as finely as the roundings of all of them allow.
     """
 
     name: str
     pack: Callable
     terms: Callable
     builders: tuple = ()
+    joins: Callable | None = None
 
 
 class Params:

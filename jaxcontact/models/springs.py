@@ -153,4 +153,5 @@ def _terms(records) -> list:
     return out
 
 
-KIND = kinds.register(kinds.Kind("spring", _pack, _terms, (add_spring,)))
+KIND = kinds.register(kinds.Kind("spring", _pack, _terms, (add_spring,),
+                                  joins=lambda records: [(r.body_a, r.body_b) for r in records]))

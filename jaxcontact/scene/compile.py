@@ -136,6 +136,24 @@ def contact_terms(records, no_collide, attached, laws: Laws, broad_phase: BroadP
     return out
 
 
+def body_groups(records) -> tuple:
+    """Each body's group (the index of its group's first body): bodies joined, directly or
+    through others, by the elements of a kind (`Kind.joins`)."""
+    group = list(range(len(records["body"])))
+
+    def root(i):
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for name, kind in kinds.KINDS.items():
+        for a, b in (kind.joins(records[name]) if kind.joins else ()):
+            if a >= 0 and b >= 0:
+                ra, rb = sorted((root(a), root(b)))
+                group[rb] = ra
+    return tuple(root(i) for i in range(len(group)))
+
+
 def step_terms(records, no_collide, attached, contact: Contact, broad_phase: BroadPhase):
     """Every term of the step, in a fixed order: gravity, contact, then each registered kind
     in registration order."""
@@ -168,7 +186,7 @@ def pack(records, no_collide, attached, gravity, dt, contact: Contact, solver, d
         return {k: column(records, k) for k in SURFACE}
 
     model = Model(
-        body=Body(mass=arr(mass), inertia=arr(inertia, 3)),
+        body=Body(mass=arr(mass), inertia=arr(inertia, 3), group=body_groups(records)),
         geom=Geom(size=column(geoms, "size", 3), rounding=column(geoms, "rounding"),
                   **surface(geoms), pos=column(geoms, "pos", 3), quat=column(geoms, "quat", 4),
                   shape=tuple(Shape(g.shape) for g in geoms),
