@@ -387,4 +387,4 @@ def _terms(records) -> list:
 
 
 KIND = kinds.register(kinds.Kind("joint", _pack, _terms, (add_joint,),
-                                  joins=lambda records: [(r.body_a, r.body_b) for r in records]))
+                                  joins=kinds.body_pairs))

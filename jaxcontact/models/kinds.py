@@ -80,6 +80,11 @@ def register(kind: Kind) -> Kind:
     return kind
 
 
+def body_pairs(records) -> list:
+    """`Kind.joins` of a kind whose records each join `body_a` and `body_b` (joints, springs)."""
+    return [(r.body_a, r.body_b) for r in records]
+
+
 def builder(name: str) -> Callable | None:
     """The builder hook called `name` (e.g. "add_spring"), or None."""
     return _BUILDERS.get(name)

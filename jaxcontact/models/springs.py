@@ -154,4 +154,4 @@ def _terms(records) -> list:
 
 
 KIND = kinds.register(kinds.Kind("spring", _pack, _terms, (add_spring,),
-                                  joins=lambda records: [(r.body_a, r.body_b) for r in records]))
+                                  joins=kinds.body_pairs))
