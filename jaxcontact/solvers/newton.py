@@ -2,7 +2,7 @@
 Han 2022, Sec. VI; Theorem 1: it converges from any start where H is positive definite): each
 iteration takes d = -H⁻¹ ∇Φ(u), H = ∇²Φ(u) (joints, limits: Gauss-Newton parts), then
 minimizes φ(α) = Φ(u + α d) from α = 1 by φ's slopes alone (resolved where Φ's changes are
-not). Solids' indefinite element Hessians are projected to PSD (design note 60); where H is
+not; the whole step α = 1 on a looser slope test than the search's other points). Solids' indefinite element Hessians are projected to PSD (design note 60); where H is
 still indefinite the dense solve adds the modified Cholesky diagonal, CG takes |pᵀHp| (note 57).
 """
 
@@ -91,11 +91,14 @@ class Newton(base.Solver):
         if self.line_search == 1:
             return jnp.ones_like(slope)
         enough = tolerances.LINE_TOL * jnp.abs(slope)
+        whole = tolerances.FULL_STEP_TOL * jnp.abs(slope)
 
         def body(carry):
             alpha, lo, hi, s_lo, s_hi, width, before, last, done = carry
             s, c = problem.along(u, d, alpha, args)
-            met = jnp.abs(s) <= enough
+            # the whole step is taken on a looser test than the points of a search
+            first = (alpha == 1.0) & (lo == 0.0)
+            met = jnp.abs(s) <= jnp.where(first, whole, enough)
             below = s < 0.0
             # Illinois: an end kept twice in a row has its slope halved for the secant
             again = below == last

@@ -144,3 +144,18 @@ def test_line_search_finds_the_minimum_where_the_curvature_jumps(start, breaks, 
     slope, _ = problem.along(None, None, alpha, None)
     assert 0.0 < float(alpha) and abs(float(slope)) <= tolerances.LINE_TOL * abs(start), (
         alpha, slope)
+
+
+@pytest.mark.parametrize("curvature, expected", [(2.5, 1.0), (4.0, 0.5)])
+def test_line_search_takes_the_whole_step_on_the_looser_test(curvature, expected):
+    # φ'(α) = -2 + c α: at c = 2.5 the whole step leaves |φ'(1)| = 0.25 |φ'(0)|, within
+    # FULL_STEP_TOL, and is taken as it is; at c = 4, |φ'(1)| = |φ'(0)| and the search goes on
+    # to the minimizer 0.5 within LINE_TOL
+    problem = _Slopes(-2.0, [], [curvature])
+    alpha = float(jc.Newton().search(problem, None, None, jnp.asarray(-2.0), None))
+    assert tolerances.LINE_TOL < tolerances.FULL_STEP_TOL < 1.0
+    if expected == 1.0:
+        assert alpha == 1.0
+    else:
+        assert abs(-2.0 + curvature * alpha) <= tolerances.LINE_TOL * 2.0, alpha
+        assert abs(alpha - expected) <= tolerances.LINE_TOL * 2.0 / curvature
