@@ -11,11 +11,23 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   slide ("slider") and ball; a free joint is a free body. Several joints on one body
   (MuJoCo composes them in series, e.g. the planar root x / z / pitch of hopper and half
   cheetah) become a chain of light bodies (`chain_mass` of the body's mass) joined by one
-  joint each. Hinge and slide ranges become limits, joint damping the joints' damping.
+  joint each. Joint damping is the joints' damping. Hinge and slide ranges become limits
+  (`add_joint(limit_stiffness, limit_damping)`) that hold a load as MuJoCo's soft limits
+  do. MuJoCo's limit, violated by r past solimp's width, blends the coordinate's
+  acceleration with weight d = d_max toward its reference -b ṙ - k r (solref (τ, ζ):
+  k = 1/(d τ² ζ²), b = 2/(d τ), τ >= 2 Δt by its refsafe; or (-k', -b'): k = k'/d²,
+  b = b'/d), so that it supports a load at a violation (1 - d) times the spring m d k's:
+  ours has that static stiffness, k_lim = m d k / (1 - d), with m the coordinate's
+  effective inertia (1 / `dof_invweight0`, at qpos0), and the damping ratio ζ,
+  c_lim = 2 ζ sqrt(k_lim m). (A penalty cannot match both MuJoCo's static hold and its
+  transient, which is 1/sqrt(1 - d) = 4.5 times slower at d = 0.95; gymnasium's cart-pole
+  rests on its limit within 0.005 rad of MuJoCo's.)
 - Position actuators on hinges become motors (`Scene.add_motor`: kp, kv as kd); torque
   actuators (`<motor>`: gain times gear times ctrl) on hinges and slides become joint
   torques / forces between the two bodies, which `MjcfImport.control` computes from MuJoCo's
   ctrl vector for each step.
+- A hinge's or slide's stiffness (with springref), armature and frictionloss become its
+  `add_joint_properties` (`models/joint_properties.py`).
 - Geoms: sphere, capsule, box and mesh on bodies; planes of the world body as ground planes.
   contype / conaffinity: a geom that can touch nothing is drawn but never collides; body
   pairs none of whose geoms may touch, `<exclude>` pairs and parent-child pairs (MuJoCo's
@@ -24,7 +36,7 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   MuJoCo's solref / solimp: give them as arguments.
 
 Everything else that changes the physics (cylinders, ellipsoids, height fields, tendons,
-equality constraints, other actuators, joint springs, armature, friction loss, static world
+equality constraints, other actuators, ball joints' springs and armature, static world
 geoms other than planes, explicit contact pairs, fluid forces) is listed in one `MjcfWarning`
 (or a ValueError with `unsupported="raise"`): nothing is dropped silently.
 """
@@ -162,6 +174,23 @@ def _combined_inertia(masses, centres, rotations, moments):
     return mass, centre, values, axes
 
 
+def _limit_law(mujoco, m, j, dof):
+    """limit_stiffness and limit_damping of joint j's range from its solref / solimp
+    (module docstring)."""
+    (first, second) = (float(v) for v in m.jnt_solref[j])
+    d = min(float(m.jnt_solimp[j, 1]), 0.9999)      # MuJoCo clamps the impedance so too
+    if first > 0.0:    # (timeconst, dampratio); MuJoCo's refsafe: timeconst >= 2 timestep
+        if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE:
+            first = max(first, 2.0 * float(m.opt.timestep))
+        k, ratio = 1.0 / (d * first * first * second * second), second
+    else:              # (-stiffness, -damping): its own damping ratio, d b / (2 sqrt(d k))
+        k = -first / (d * d)
+        ratio = d * (-second / d) / (2.0 * np.sqrt(d * k))
+    mass = 1.0 / float(m.dof_invweight0[dof])
+    stiffness = mass * d * k / (1.0 - d)
+    return {"limit_stiffness": stiffness, "limit_damping": 2.0 * ratio * np.sqrt(stiffness * mass)}
+
+
 def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=None,
               joint_stiffness=None, chain_mass=0.01, unsupported="warn"):
     """Build a `jc.Scene` from an MJCF model, and report what was mapped (`MjcfImport`).
@@ -175,7 +204,8 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
       stiffness, damping: contact penalty stiffness (N/m) and damping (N s/m) of every geom
         and plane (default: `jc.Scene`'s).
       joint_stiffness: k of the joints' position rows, N/m (angular rows: k ℓ² N m/rad, ℓ
-        MuJoCo's model extent; limits, which have no damping, 10 k ℓ² or 10 k). Default: the total weight over 1e-3 ℓ (a sag of at most about 1e-3 ℓ).
+        MuJoCo's model extent). Default: the total weight over 1e-3 ℓ (a sag of at most
+        about 1e-3 ℓ).
       chain_mass: mass (and inertia) of each light body that carries one of several joints
         of a body, as a fraction of that body's (> 0, < 1).
       unsupported: "warn" (an `MjcfWarning` listing what was not imported) or "raise"
@@ -275,20 +305,27 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                     limit = np.clip(limit, -np.pi, np.pi)
             elif m.jnt_limited[j]:
                 skipped.append(f"joint {name!r}: ball joint range (a cone) not imported")
-            for what, value in (("stiffness (a joint spring)", m.jnt_stiffness[j]),
-                                ("armature", m.dof_armature[dof]),
-                                ("frictionloss", m.dof_frictionloss[dof])):
-                if value != 0.0:
-                    skipped.append(f"joint {name!r}: {what} {value:g} not imported")
+            properties = {"spring_stiffness": float(m.jnt_stiffness[j]),
+                          "armature": float(m.dof_armature[dof]),
+                          "friction_loss": float(m.dof_frictionloss[dof])}
+            if kind == "ball":
+                for what, value in properties.items():
+                    if value != 0.0:
+                        skipped.append(f"joint {name!r}: {what} {value:g} of a ball joint "
+                                       "not imported")
             # side a is the child: our θ (a relative to b) is then MuJoCo's q - q_build
             joint_map[name] = scene.add_joint(
                 kind, carrier, previous, anchor=d.xanchor[j], axis=d.xaxis[j],
                 stiffness=joint_stiffness, angular_stiffness=angular,
                 damping=float(m.dof_damping[dof]),
                 limit=None if limit is None else tuple(limit),
-                limit_stiffness=None if limit is None else 10.0 * (
-                    angular if kind == "hinge" else joint_stiffness))
+                **({} if limit is None else _limit_law(mujoco, m, j, dof)))
             of_mj_joint[j] = joint_map[name]
+            if kind != "ball" and any(properties.values()):
+                # MuJoCo's springref is a joint coordinate like qpos: ours is 0 at build
+                reference = float(m.qpos_spring[m.jnt_qposadr[j]]) - q
+                scene.add_joint_properties(joint_map[name], spring_reference=reference,
+                                           **properties)
             previous = carrier
         if parent >= 0 and not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT:
             scene.exclude_pair(parent, body)     # MuJoCo's filterparent

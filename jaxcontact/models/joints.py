@@ -36,7 +36,7 @@ from jaxcontact.types import Array, static
 KINDS = ("ball", "hinge", "slider", "fixed", "distance")
 VECTORS = ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a", "ref_b")
 _SCALARS = ("stiffness", "angular_stiffness", "damping", "rest_length", "lower", "upper",
-            "limit_stiffness")
+            "limit_stiffness", "limit_damping")
 
 
 @struct.dataclass
@@ -55,7 +55,8 @@ class Joint(kinds.Params):
 
     The orientation lock aligns both axes â and r̂ (two Eq. 24 terms). Hinges and sliders may
     carry limits on their coordinate x (hinge angle θ, slider displacement s): the one-sided
-    penalty k_lim/2 (min(x - lo, 0)² + max(x - hi, 0)²). Joint damping is a viscous
+    penalty k_lim/2 (min(x - lo, 0)² + max(x - hi, 0)²), damped by c_lim while violated
+    (`LimitTerm`: SAP's continuous damping, as contact's). Joint damping is a viscous
     dissipation Δt c/2 ẋ² of the joint's free coordinate(s) (module docstring).
 
     Attributes:
@@ -70,6 +71,7 @@ class Joint(kinds.Params):
       rest_length:        (J,) L of distance joints, m (unused by other kinds).
       lower, upper:       (J,) limits on the joint coordinate, rad or m (used where `limited`).
       limit_stiffness:    (J,) k_lim, N m/rad² (hinge) or N/m (slider).
+      limit_damping:      (J,) c_lim of the limit while it pushes, N m s/rad or N s/m.
       kind:               static tuple (J,) of names from `KINDS`.
       body_a, body_b:     static tuples (J,) of body indices (body_b may be -1, the world).
       limited:            static tuple (J,) of bools.
@@ -88,6 +90,7 @@ class Joint(kinds.Params):
     lower: Array
     upper: Array
     limit_stiffness: Array
+    limit_damping: Array
     kind: tuple = static(default=())
     body_a: tuple = static(default=())
     body_b: tuple = static(default=())
@@ -113,12 +116,14 @@ class JointRecord:
     lower: float
     upper: float
     limit_stiffness: float
+    limit_damping: float
     limited: bool
 
 
 def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
-              damping=0.0, limit=None, limit_stiffness=None, rest_length=None,
-              collide=False, angular_stiffness=None, anchor_b=None) -> int:
+              damping=0.0, limit=None, limit_stiffness=None, limit_damping=0.0,
+              rest_length=None, collide=False, angular_stiffness=None,
+              anchor_b=None) -> int:
     """Add a soft joint (ADD §5.3; see `jc.Joint` for its energy). Returns its index.
 
     All geometry is given in WORLD coordinates at the bodies' current poses and stored in
@@ -138,6 +143,9 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
       limit: (lo, hi) on the hinge angle (rad, within [-π, π]) or the slider position
         (m), both 0 at build time; hinges and sliders only.
       limit_stiffness: k_lim of the limit penalty (default: stiffness), N m/rad² or N/m.
+      limit_damping: c_lim >= 0 of the limit while it pushes, N m s/rad or N s/m: the limit's
+        torque is max(0, k_lim (lo - θ) - c_lim θ̇) (and the mirror at hi), continuous in
+        the state (`LimitTerm`).
       rest_length: L >= 0 of a "distance" joint (default: the current distance).
       collide: whether the two bodies may still collide with each other.
       angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
@@ -169,6 +177,9 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
             k_lim = check.number("limit_stiffness", limit_stiffness, positive=True)
     elif limit_stiffness is not None:
         raise ValueError(f"limit_stiffness needs a limit, got {limit_stiffness!r}")
+    c_lim = check.number("limit_damping", limit_damping, low=0)
+    if limit is None and c_lim > 0:
+        raise ValueError(f"limit_damping needs a limit, got {limit_damping!r}")
     point_b = point
     if kind == "distance":
         if anchor_b is not None:
@@ -197,7 +208,8 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
         anchor_b=rot_b.T @ (point_b - pos_b), axis_a=rot_a.T @ direction,
         axis_b=rot_b.T @ direction, ref_a=rot_a.T @ ref, ref_b=rot_b.T @ ref,
         stiffness=k, angular_stiffness=k_ang, damping=c, rest_length=rest, lower=float(lo),
-        upper=float(hi), limit_stiffness=k_lim, limited=limit is not None))
+        upper=float(hi), limit_stiffness=k_lim, limit_damping=c_lim,
+        limited=limit is not None))
     if not collide and b >= 0:
         scene.exclude_pair(a, b)
     return len(records) - 1
@@ -336,7 +348,11 @@ def _start_damping(kind, start, params, dt):
 @dataclasses.dataclass(frozen=True)
 class LimitTerm(terms.RowTerm):
     """Limits of hinges (on θ, rad) or sliders (on s, m): k_lim/2 (min(x - lo, 0)² +
-    min(hi - x, 0)²) as two one-sided rows."""
+    min(hi - x, 0)²) as two one-sided rows, damped by c_lim as contact is (SAP's linear
+    dissipation, `models/contact.py`): each row is read a time τ = c_lim/k_lim later,
+    e' = e(q⁺) ± τ ẋ (ẋ = G u, G frozen at the start of the step as for the joint's damping),
+    with stiffness k_lim Δt/(Δt + τ), so that its impulse is Δt max(0, -k_lim e - c_lim ė) to
+    first order in Δt, convex, and continuous in the state."""
 
     kind: str                # "hinge" | "slider"
     joints: tuple
@@ -349,7 +365,13 @@ class LimitTerm(terms.RowTerm):
     def elements(self, model, state, control, stages):
         bodies, particles, start = two_bodies(model, state, self.joints)
         params = gather(model.joint, self.joints,
-                         VECTORS + ("lower", "upper", "limit_stiffness"))
+                         VECTORS + ("lower", "upper", "limit_stiffness", "limit_damping"))
+
+        def rate(s, p):
+            f = frames(dofs.local(s, jnp.zeros((12,), s.pos.dtype), model.dt), p)
+            return damping_jacobians(self.kind, f, s.pos)
+
+        params["jac_a"], params["jac_b"] = jax.vmap(rate)(start, params)
         return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
     # a limit may start far outside its range (gymnasium's ant: its ankles 0.52 rad out,
@@ -361,8 +383,11 @@ class LimitTerm(terms.RowTerm):
     def rows(self, x, p, shared, dt):
         f = frames(x, p)
         coord = hinge_angle(f) if self.kind == "hinge" else slider_position(f)
-        error = jnp.stack([coord - p["lower"], p["upper"] - coord])
-        return (terms.unilateral(error, jnp.full((2,), p["limit_stiffness"])),)
+        tau = p["limit_damping"] / p["limit_stiffness"]
+        ahead = coord + tau * velocity_rows(x, p)[0]
+        error = jnp.stack([ahead - p["lower"], p["upper"] - ahead])
+        stiffness = p["limit_stiffness"] * dt / (dt + tau)
+        return (terms.unilateral(error, jnp.full((2,), stiffness)),)
 
 
 def _pack(records, columns) -> Joint:
