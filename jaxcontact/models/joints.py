@@ -1,5 +1,7 @@
-"""Soft joints and their limits between two bodies (ADD §5.3), as constraint rows: a kind of
-physics (`jaxcontact.models.kinds`): `Joint`, `add_joint`, `JointTerm` and `LimitTerm`.
+"""Soft joints between two bodies (ADD §5.3), as constraint rows, with what acts on a hinge's
+or slider's coordinate (limits, a spring, armature, friction loss): a kind of physics
+(`jaxcontact.models.kinds`): `Joint`, `add_joint`, `add_joint_properties`, `JointTerm`,
+`CoordinateTerm` and `FrictionLossTerm`.
 
 Each joint kind is a term whose elements are the joints of that kind; a world side (body -1)
 is the fixed identity frame, so its anchor and axes are world vectors. With p the world
@@ -15,7 +17,23 @@ build time, so the hinge angle is 0 there), the rows of each kind are:
 plus the damping of the joint's free coordinate(s), a velocity row ẋ = G u with its Jacobian
 frozen at the start of the step and stiffness Δt c (ADD Eq. 26): the relative spin about n
 (hinge), the relative spin (ball, world axes), the sliding along n (slider), the rate of
-stretch while taut (distance). Limits are one-sided rows on the hinge angle θ or the slider position s: x - lo >= 0 and hi - x >= 0.
+stretch while taut (distance).
+
+A hinge's or slider's coordinate x (the hinge angle θ or the slider position s, 0 at build
+time) with its rate ẋ = G u (the damping row's) carries, in one term per kind
+(`CoordinateTerm`, one Gauss-Newton pass for all of them):
+
+    limits        k_lim/2 min(e', 0)², e' = x - lo or hi - x, read a time τ = c_lim/k_lim
+                  ahead (e' ± τ ẋ, SAP's continuous damping, as contact's), stiffness
+                  k_lim Δt/(Δt + τ): the torque max(0, k_lim (lo - x) - c_lim ẋ)
+    spring        k/2 (x - x_ref)²              (MuJoCo's stiffness and springref)
+    armature      a/2 (ẋ - ẋ₀)²                 ẋ₀ the rate at the start of the step: the
+                                                 kinetic energy a ẋ²/2 of the coordinate
+                                                 (MuJoCo's armature, a rotor's inertia)
+    friction loss Δt f H_δ(ẋ)                    (`FrictionLossTerm`) dry friction f opposing
+                                                 ẋ, H_δ the Huber function of width δ: a
+                                                 joint loaded below f creeps at most at δ =
+                                                 `FRICTION_LOSS_WIDTH`
 """
 
 from __future__ import annotations
@@ -34,9 +52,16 @@ from jaxcontact.models import kinds
 from jaxcontact.types import Array, static
 
 KINDS = ("ball", "hinge", "slider", "fixed", "distance")
+# δ, the rate (rad/s or m/s) below which friction loss acts as a viscous damper of
+# coefficient f/δ: small against the motions it resists, large enough that its curvature
+# Δt f/δ stays within a few decades of the joints' inertia for Newton's directions.
+FRICTION_LOSS_WIDTH = 1e-3
 VECTORS = ("anchor_a", "anchor_b", "axis_a", "axis_b", "ref_a", "ref_b")
 _SCALARS = ("stiffness", "angular_stiffness", "damping", "rest_length", "lower", "upper",
-            "limit_stiffness", "limit_damping")
+            "limit_stiffness", "limit_damping", "spring_stiffness", "spring_reference",
+            "armature", "friction_loss")
+_COORDINATE = ("lower", "upper", "limit_stiffness", "limit_damping", "spring_stiffness",
+               "spring_reference", "armature", "friction_loss")
 
 
 @struct.dataclass
@@ -56,7 +81,7 @@ class Joint(kinds.Params):
     The orientation lock aligns both axes â and r̂ (two Eq. 24 terms). Hinges and sliders may
     carry limits on their coordinate x (hinge angle θ, slider displacement s): the one-sided
     penalty k_lim/2 (min(x - lo, 0)² + max(x - hi, 0)²), damped by c_lim while violated
-    (`LimitTerm`: SAP's continuous damping, as contact's). Joint damping is a viscous
+    (`CoordinateTerm`: SAP's continuous damping, as contact's). Joint damping is a viscous
     dissipation Δt c/2 ẋ² of the joint's free coordinate(s) (module docstring).
 
     Attributes:
@@ -72,6 +97,10 @@ class Joint(kinds.Params):
       lower, upper:       (J,) limits on the joint coordinate, rad or m (used where `limited`).
       limit_stiffness:    (J,) k_lim, N m/rad² (hinge) or N/m (slider).
       limit_damping:      (J,) c_lim of the limit while it pushes, N m s/rad or N s/m.
+      spring_stiffness:   (J,) k of the coordinate's spring, N m/rad or N/m (0: none).
+      spring_reference:   (J,) x_ref of the spring, rad or m.
+      armature:           (J,) a, the coordinate's own inertia, kg m² or kg.
+      friction_loss:      (J,) f, the coordinate's dry friction, N m or N.
       kind:               static tuple (J,) of names from `KINDS`.
       body_a, body_b:     static tuples (J,) of body indices (body_b may be -1, the world).
       limited:            static tuple (J,) of bools.
@@ -91,6 +120,10 @@ class Joint(kinds.Params):
     upper: Array
     limit_stiffness: Array
     limit_damping: Array
+    spring_stiffness: Array
+    spring_reference: Array
+    armature: Array
+    friction_loss: Array
     kind: tuple = static(default=())
     body_a: tuple = static(default=())
     body_b: tuple = static(default=())
@@ -118,6 +151,10 @@ class JointRecord:
     limit_stiffness: float
     limit_damping: float
     limited: bool
+    spring_stiffness: float = 0.0
+    spring_reference: float = 0.0
+    armature: float = 0.0
+    friction_loss: float = 0.0
 
 
 def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
@@ -145,7 +182,7 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
       limit_stiffness: k_lim of the limit penalty (default: stiffness), N m/rad² or N/m.
       limit_damping: c_lim >= 0 of the limit while it pushes, N m s/rad or N s/m: the limit's
         torque is max(0, k_lim (lo - θ) - c_lim θ̇) (and the mirror at hi), continuous in
-        the state (`LimitTerm`).
+        the state (`CoordinateTerm`).
       rest_length: L >= 0 of a "distance" joint (default: the current distance).
       collide: whether the two bodies may still collide with each other.
       angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
@@ -214,6 +251,31 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
         scene.exclude_pair(a, b)
     return len(records) - 1
 
+
+
+def add_joint_properties(scene, joint, *, spring_stiffness=0.0, spring_reference=0.0,
+                         armature=0.0, friction_loss=0.0) -> int:
+    """Give a hinge or a slider a spring, armature and friction loss (module docstring: the
+    rows on its coordinate). Returns the joint's index.
+
+    Args:
+      joint: the joint's index (`add_joint`), a hinge or a slider.
+      spring_stiffness: k >= 0, N m/rad or N/m: the spring k/2 (x - x_ref)².
+      spring_reference: x_ref, rad or m, relative to the build-time pose.
+      armature: a >= 0, kg m² or kg: inertia of the coordinate itself.
+      friction_loss: f >= 0, N m or N: dry friction on the coordinate.
+    """
+    records = scene.records("joint")
+    joint = check.index("joint", joint, len(records))
+    record = records[joint]
+    if record.kind not in ("hinge", "slider"):
+        raise ValueError(f"joint must be a hinge or a slider, got joint {joint!r} of kind "
+                         f"{record.kind!r}")
+    record.spring_stiffness = check.number("spring_stiffness", spring_stiffness, low=0)
+    record.spring_reference = check.number("spring_reference", spring_reference)
+    record.armature = check.number("armature", armature, low=0)
+    record.friction_loss = check.number("friction_loss", friction_loss, low=0)
+    return joint
 
 
 def frames(x, p):
@@ -340,39 +402,45 @@ def _start_damping(kind, start, params, dt):
         if kind == "distance":   # a cable is damped only while taut
             taut = safe_norm(f["p_a"] - f["p_b"]) > p["rest_length"]
             coef = coef * taut.astype(coef.dtype)
-        return {"jac_a": jac_a, "jac_b": jac_b, "coef": coef}
+        rate0 = jac_a @ s.velocity[:6] + jac_b @ s.velocity[6:]
+        return {"jac_a": jac_a, "jac_b": jac_b, "coef": coef, "rate0": rate0}
 
     return jax.vmap(one)(start, params)
 
 
+def _coordinate_elements(model, state, joints, kind):
+    bodies, particles, start = two_bodies(model, state, joints)
+    params = gather(model.joint, joints, VECTORS + ("damping",) + _COORDINATE)
+    # a joint without a limit, in the term for its spring or armature: no limit rows' force
+    limited = np.asarray([model.joint.limited[j] for j in joints], bool)
+    params["limit_stiffness"] = jnp.where(limited, params["limit_stiffness"], 0.0)
+    params.update(_start_damping(kind, start, params, model.dt))
+    return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
+
+
+def coordinate(kind, f):
+    """The hinge angle θ or the slider position s of frames f."""
+    return hinge_angle(f) if kind == "hinge" else slider_position(f)
+
+
 @dataclasses.dataclass(frozen=True)
-class LimitTerm(terms.RowTerm):
-    """Limits of hinges (on θ, rad) or sliders (on s, m): k_lim/2 (min(x - lo, 0)² +
-    min(hi - x, 0)²) as two one-sided rows, damped by c_lim as contact is (SAP's linear
-    dissipation, `models/contact.py`): each row is read a time τ = c_lim/k_lim later,
-    e' = e(q⁺) ± τ ẋ (ẋ = G u, G frozen at the start of the step as for the joint's damping),
-    with stiffness k_lim Δt/(Δt + τ), so that its impulse is Δt max(0, -k_lim e - c_lim ė) to
-    first order in Δt, convex, and continuous in the state."""
+class CoordinateTerm(terms.RowTerm):
+    """Rows on the coordinate of hinges (θ, rad) or sliders (s, m) (module docstring): the
+    limits (two one-sided rows) where `limits`, the spring and the armature (one equality row
+    each) where `properties`; a joint without one has a zero stiffness there."""
 
     kind: str                # "hinge" | "slider"
     joints: tuple
+    limits: bool = True
+    properties: bool = False
     n_bodies = 2
 
     @property
     def name(self):
-        return f"{self.kind} limit"
+        return f"{self.kind} coordinate"
 
     def elements(self, model, state, control, stages):
-        bodies, particles, start = two_bodies(model, state, self.joints)
-        params = gather(model.joint, self.joints,
-                         VECTORS + ("lower", "upper", "limit_stiffness", "limit_damping"))
-
-        def rate(s, p):
-            f = frames(dofs.local(s, jnp.zeros((12,), s.pos.dtype), model.dt), p)
-            return damping_jacobians(self.kind, f, s.pos)
-
-        params["jac_a"], params["jac_b"] = jax.vmap(rate)(start, params)
-        return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
+        return _coordinate_elements(model, state, self.joints, self.kind)
 
     # a limit may start far outside its range (gymnasium's ant: its ankles 0.52 rad out,
     # k_lim = 7.1e5 on legs of 3e-4 kg m²): the exact Hessian k (∇e∇eᵀ + e∇²e) is then
@@ -381,13 +449,47 @@ class LimitTerm(terms.RowTerm):
     gauss_newton_directions = True
 
     def rows(self, x, p, shared, dt):
-        f = frames(x, p)
-        coord = hinge_angle(f) if self.kind == "hinge" else slider_position(f)
-        tau = p["limit_damping"] / p["limit_stiffness"]
-        ahead = coord + tau * velocity_rows(x, p)[0]
-        error = jnp.stack([ahead - p["lower"], p["upper"] - ahead])
-        stiffness = p["limit_stiffness"] * dt / (dt + tau)
-        return (terms.unilateral(error, jnp.full((2,), stiffness)),)
+        x_now = coordinate(self.kind, frames(x, p))
+        rate = velocity_rows(x, p)[0]
+        groups = ()
+        if self.limits:
+            k = p["limit_stiffness"]
+            tau = jnp.where(k > 0.0, p["limit_damping"] / jnp.where(k > 0.0, k, 1.0), 0.0)
+            ahead = x_now + tau * rate
+            error = jnp.stack([ahead - p["lower"], p["upper"] - ahead])
+            groups += (terms.unilateral(error, jnp.full((2,), k * dt / (dt + tau))),)
+        if self.properties:
+            groups += (terms.bilateral((x_now - p["spring_reference"])[None],
+                                       p["spring_stiffness"][None]),
+                       terms.bilateral((rate - p["rate0"][0])[None], p["armature"][None]))
+        return groups
+
+
+@dataclasses.dataclass(frozen=True)
+class FrictionLossTerm(terms.EnergyTerm):
+    """Friction loss of hinges (or sliders): Δt f H_δ(ẋ) (module docstring)."""
+
+    kind: str
+    joints: tuple
+    n_bodies = 2
+    convex = True
+
+    @property
+    def name(self):
+        return f"{self.kind} friction loss"
+
+    def elements(self, model, state, control, stages):
+        return _coordinate_elements(model, state, self.joints, self.kind)
+
+    def without_rows(self):
+        return (f"{self.name} (dry friction on a joint coordinate) has no compliance form; "
+                "use jc.Newton() or jc.Descent()")
+
+    def potential(self, x, p, shared, dt):
+        rate = jnp.abs(velocity_rows(x, p)[0])
+        width = FRICTION_LOSS_WIDTH
+        huber = jnp.where(rate <= width, 0.5 * rate * rate / width, rate - 0.5 * width)
+        return dt * p["friction_loss"] * huber
 
 
 def _pack(records, columns) -> Joint:
@@ -398,18 +500,25 @@ def _pack(records, columns) -> Joint:
 
 
 def _terms(records) -> list:
-    """A term per joint kind present, then one per limited kind (hinge, slider)."""
+    """A term per joint kind present; then per coordinate kind (hinge, slider) one term of
+    the joints with limits, a spring or armature, and one of those with friction loss."""
     out = []
     for kind in KINDS:
         joints = tuple(j for j, r in enumerate(records) if r.kind == kind)
         if joints:
             out.append(JointTerm(kind, joints))
     for kind in ("hinge", "slider"):
-        joints = tuple(j for j, r in enumerate(records) if r.kind == kind and r.limited)
-        if joints:
-            out.append(LimitTerm(kind, joints))
+        mine = [(j, r) for j, r in enumerate(records) if r.kind == kind]
+        propertied = [(j, r) for j, r in mine if r.spring_stiffness or r.armature]
+        acting = [j for j, r in mine if r.limited or r.spring_stiffness or r.armature]
+        if acting:
+            out.append(CoordinateTerm(kind, tuple(acting), any(r.limited for _, r in mine),
+                                      bool(propertied)))
+        lossy = tuple(j for j, r in mine if r.friction_loss > 0.0)
+        if lossy:
+            out.append(FrictionLossTerm(kind, lossy))
     return out
 
 
-KIND = kinds.register(kinds.Kind("joint", _pack, _terms, (add_joint,),
+KIND = kinds.register(kinds.Kind("joint", _pack, _terms, (add_joint, add_joint_properties),
                                   joins=kinds.body_pairs))

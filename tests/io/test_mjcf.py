@@ -123,8 +123,8 @@ def test_gymnasium_models_load_with_mujoco_masses(name, bodies, joints, moving_g
     hinged = [j for j in range(m.njnt) if int(m.jnt_type[j]) in (
         int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))]
     armature = m.dof_armature[m.jnt_dofadr[hinged]]
-    np.testing.assert_allclose(np.sort(np.asarray(model.joint_property.armature)),
-                               np.sort(armature[(armature != 0) | (m.jnt_stiffness[hinged] != 0)]))
+    ours = np.asarray(model.joint.armature)
+    np.testing.assert_allclose(np.sort(ours[ours != 0]), np.sort(armature[armature != 0]))
     chain = model.n_body - len(set(info.body.values()))
     assert model.n_body - chain == bodies and len(info.joint) == joints
     assert sum(g >= 0 for g in info.geom.values()) == moving_geoms
@@ -419,9 +419,10 @@ def test_joint_spring_armature_and_friction_loss_match_mujoco(k, ref, a, f, tol)
         warnings.simplefilter("error", jc.io.MjcfWarning)
         scene, info = jc.io.load_mjcf(source, qpos=[0.6])
     assert not info.skipped
-    props = scene.build()[0].joint_property
-    np.testing.assert_allclose(np.asarray(props.spring_stiffness), [k])
-    np.testing.assert_allclose(np.asarray(props.spring_reference), [ref - 0.6])
+    joint = scene.build()[0].joint
+    np.testing.assert_allclose(np.asarray(joint.spring_stiffness), [k])
+    np.testing.assert_allclose(np.asarray(joint.spring_reference), [ref - 0.6])
+    np.testing.assert_allclose(np.asarray(joint.friction_loss), [f])
     t_mj, q_mj = _mujoco_run(source, [0.6], 1.5, 5e-4)
     traj, infos, _ = _ours(source, [0.6], 1.5, dt=5e-4)
     pos, t = np.asarray(traj.pos[:, 0]), np.asarray(traj.time)

@@ -1,5 +1,5 @@
-"""Springs, armature and friction loss on joint coordinates (`jaxcontact.models.
-joint_properties`): closed forms of a rod on a hinge without gravity, gradients against central
+"""Springs, armature and friction loss on joint coordinates (`add_joint_properties`,
+`jaxcontact.models.joints`): closed forms of a rod on a hinge without gravity, gradients against central
 differences and forward mode (float64), and bad arguments."""
 
 import functools
@@ -65,7 +65,7 @@ def test_friction_loss_stops_a_spinning_rod_at_the_closed_form_time():
                                atol=2e-3)
     stop = t[np.argmax(spin < 1e-2)]
     assert stop == pytest.approx(PIVOT_INERTIA / f, abs=0.06)
-    assert abs(spin[-1]) < jc.models.joint_properties.FRICTION_LOSS_WIDTH
+    assert abs(spin[-1]) < jc.models.joints.FRICTION_LOSS_WIDTH
 
 
 def test_armature_on_a_slider_adds_to_the_sliding_mass():
@@ -85,8 +85,7 @@ def test_armature_on_a_slider_adds_to_the_sliding_mass():
 def _final_spin(values, mode="vjp"):
     model, state = _rod(spin=1.0, mode=mode, spring_stiffness=1.0, armature=0.2,
                         friction_loss=0.1)
-    props = model.joint_property
-    model = model.replace(joint_property=props.replace(
+    model = model.replace(joint=model.joint.replace(
         spring_stiffness=values[0:1], armature=values[1:2], friction_loss=values[2:3]))
     final, _, info = jc.rollout(model, state, steps=200, return_info=True)
     return final.ang_vel[0, 2], jnp.all(info.converged)
@@ -121,7 +120,5 @@ def test_dual_refuses_friction_loss_and_bad_arguments_are_named():
         with pytest.raises(ValueError, match=name):
             scene.add_joint_properties(**kwargs)
     scene.add_joint_properties(hinge, friction_loss=0.1)
-    with pytest.raises(ValueError, match="joint"):
-        scene.add_joint_properties(hinge, armature=0.1)       # already has its properties
     with pytest.raises(ValueError, match="friction loss"):
         scene.build(solver=jc.Dual())

@@ -460,8 +460,8 @@ _ARM_ROWS = (
     ("hinge joint", "bilateral", (2, 1)),
     # the cable: one-sided stretch | damping while taut
     ("distance joint", "unilateral", (1, 1)), ("distance joint", "bilateral", (1, 1)),
-    # the limit of hinge 1: lower | upper (a joint's limits are terms of the joints' kind)
-    ("hinge limit", "unilateral", (1, 2)),
+    # the limit of hinge 1: lower | upper (the rows on a hinge's coordinate are one term)
+    ("hinge coordinate", "unilateral", (1, 2)),
     # two motors: reference directions (3) | damping (1)
     ("motor", "bilateral", (2, 3)), ("motor", "bilateral", (2, 1)),
 )
