@@ -137,7 +137,9 @@ def _mujoco():
 
 
 def _compile(mujoco, source):
-    """The compiled MjModel of a path or of XML text."""
+    """The compiled MjModel of a path or of XML text (an MjModel is taken as it is)."""
+    if isinstance(source, mujoco.MjModel):
+        return source
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("<")):
         path = os.fspath(source)
@@ -148,7 +150,8 @@ def _compile(mujoco, source):
     elif isinstance(source, str):
         compile_, what = mujoco.MjModel.from_xml_string, source
     else:
-        raise ValueError(f"source must be an MJCF file path or its XML text, got {source!r}")
+        raise ValueError(f"source must be an MJCF file path, its XML text or a compiled "
+                         f"mujoco.MjModel, got {source!r}")
     try:
         return compile_(what)
     except ValueError as error:   # MuJoCo's compiler errors
@@ -196,7 +199,9 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
     """Build a `jc.Scene` from an MJCF model, and report what was mapped (`MjcfImport`).
 
     Args:
-      source: a path to an MJCF file, or its XML text.
+      source: a path to an MJCF file, its XML text, or a compiled `mujoco.MjModel` (e.g. a
+        dm_control suite model, `suite.load(...).physics.model._model`, or one MuJoCo's
+        compiler made from a URDF).
       dt: the time step, s (default: the file's `timestep`).
       qpos, qvel: MuJoCo's generalized position (nq,) and velocity (nv,) of the initial
         state (default: the model's qpos0, at rest). Joint angles and motor targets of ours
@@ -432,7 +437,8 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
 
 
 def from_mjcf(path_or_xml, **options) -> Scene:
-    """A `jc.Scene` of an MJCF model (a file path or its XML text): `load_mjcf`'s scene.
+    """A `jc.Scene` of an MJCF model (a file path, its XML text or a compiled
+    `mujoco.MjModel`): `load_mjcf`'s scene.
 
     Example:
       scene = jc.io.from_mjcf("pendulum.xml")

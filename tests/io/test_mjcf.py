@@ -429,3 +429,17 @@ def test_joint_spring_armature_and_friction_loss_match_mujoco(k, ref, a, f, tol)
     angle = np.arctan2(-pos[:, 0], -(pos[:, 2] - 1.0))
     assert np.max(np.abs(angle - np.interp(t, t_mj, q_mj[:, 0]))) < tol
     assert bool(jnp.all(infos.converged))
+
+
+def test_a_compiled_mjmodel_imports_as_its_xml_does():
+    """A compiled `mujoco.MjModel` (what dm_control's suite and MuJoCo's URDF compiler give)
+    is taken as it is: the same bodies, masses and joints as from the XML text; anything
+    else is refused, naming the argument."""
+    from_text, _ = jc.io.load_mjcf(PENDULUM)
+    compiled, info = jc.io.load_mjcf(mujoco.MjModel.from_xml_string(PENDULUM))
+    a, b = from_text.build()[0], compiled.build()[0]
+    np.testing.assert_array_equal(np.asarray(a.body.mass), np.asarray(b.body.mass))
+    np.testing.assert_array_equal(np.asarray(a.joint.axis_a), np.asarray(b.joint.axis_a))
+    assert info.joint == {"hinge": 0}
+    with pytest.raises(ValueError, match="source"):
+        jc.io.load_mjcf(3.0)
