@@ -120,6 +120,20 @@ def mjcf_models_rows(doc):
             for r in doc["rows"]]
 
 
+def mjcf_coverage_rows(doc):
+    rows = []
+    for r in doc["rows"]:
+        if "error" in r:
+            rows.append(row(r["model"], "scene-steps/s", None, note=f"failed: {r['error'][:80]}"))
+            continue
+        rows.append(row(f"{r['model']}: {r['bodies']} bodies, {r['mujoco_dofs']} DOFs, "
+                        f"{r['steps']} steps", "scene-steps/s", r["steps_per_s"],
+                        compile_s=r["compile_s"],
+                        note=f"converged {r['converged']:.4f}, not imported "
+                             f"{len(r['not_imported'])}, finite {r['finite']}"))
+    return rows
+
+
 def step_cost_rows(doc):
     rows = []
     for c in doc["cases"]:
@@ -198,6 +212,8 @@ SUITE = (
                  "--min-time-s", "1")),
     Bench("mjcf_models", "benchmarks.mjcf_models", mjcf_models_rows,
           full=("--models", "humanoid", "--batch", "16", "64")),
+    Bench("mjcf_coverage", "benchmarks.mjcf_coverage", mjcf_coverage_rows,
+          quick=("--models", "inverted_pendulum", "dmc/cartpole", "--seconds", "0.2")),
     Bench("batched_gradient", "benchmarks.batched_gradient", batched_gradient_rows,
           quick=("--batch", "16", "--steps", "20")),
     Bench("compile_gradient", "benchmarks.compile_gradient", compile_gradient_rows),

@@ -1,0 +1,131 @@
+"""Every MuJoCo model of gymnasium's assets and dm_control's suite through `jc.io.load_mjcf`: what
+imports, what is named as not imported, and whether one passive second runs converged.
+
+For each model: import it (dm_control's suite models are generated in Python: the first task
+of each domain is loaded with `dm_control.suite.load` and its compiled `MjModel` imported;
+dm_control is optional, its models are skipped where it is missing), recording the
+`MjcfWarning`'s lines; build it (float32 unless `--float64`); run `--seconds` of passive
+steps at the file's own time step for `--batch` scenes, each starting at the model's
+initial pose with every body spun by N(0, 0.1²) rad/s (seeded), and record the share of
+converged steps, the largest Newton iteration count, whether the final state is finite,
+compile time and scene-steps/s. A model that fails to import or build is recorded with its
+error, and the next one runs.
+
+Writes results/<name>.json and prints the table (model, bodies, DOFs, lines not imported,
+converged share).
+
+Usage:
+    python -m benchmarks.mjcf_coverage [--models hopper dmc/cartpole ...] [--seconds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+
+from benchmarks._common import jax_provenance, log, write_results
+from benchmarks.mjcf_models import assets
+
+
+def sources():
+    """(name, source) of every model: gymnasium's files, then dm_control's domains."""
+    out = [(path.stem, str(path)) for path in sorted(assets().glob("*.xml"))]
+    try:
+        from dm_control import suite
+    except ImportError:
+        log("dm_control is not installed: its suite's models are skipped")
+        return out
+    first = {}
+    for domain, task in suite.ALL_TASKS:
+        first.setdefault(domain, task)
+    for domain, task in sorted(first.items()):
+        out.append((f"dmc/{domain}", (domain, task)))
+    return out
+
+
+def compiled(source):
+    if isinstance(source, tuple):
+        from dm_control import suite
+        return suite.load(*source).physics.model._model
+    return source
+
+
+def run_one(name, source, seconds, batch, dtype, seed):
+    import jax
+    import jaxcontact as jc
+    from jaxcontact.compiling import best_time
+
+    row = {"model": name}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", jc.io.MjcfWarning)   # its lines: info.skipped
+        scene, info = jc.io.load_mjcf(compiled(source))
+    row["not_imported"] = list(info.skipped)
+    model, state = scene.build(dtype=dtype)
+    m = info.mj_model
+    steps = max(1, int(round(seconds / float(model.dt))))
+    row.update(bodies=model.n_body, mujoco_dofs=int(m.nv), dt=float(model.dt), steps=steps)
+    spin = 0.1 * jax.random.normal(jax.random.PRNGKey(seed), (batch,) + state.ang_vel.shape,
+                                   dtype)
+    states = jax.vmap(lambda w: state.replace(ang_vel=state.ang_vel + w))(spin)
+
+    def run(states):
+        return jax.vmap(lambda s: jc.rollout(model, s, steps=steps, return_info=True))(states)
+
+    t0 = time.perf_counter()
+    program = jc.jit(run).lower(states).compile()
+    row["compile_s"] = round(time.perf_counter() - t0, 2)
+    best, (final, _, step_info) = best_time(program, states, repeats=1)
+    row.update(steps_per_s=batch * steps / best,
+               converged=float(np.mean(np.asarray(step_info.converged))),
+               iterations_max=int(np.max(np.asarray(step_info.iterations))),
+               finite=bool(np.all(np.isfinite(np.asarray(final.pos)))))
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", help="names as in the table (default: all)")
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--float64", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default="mjcf_coverage")
+    args = p.parse_args()
+
+    import jax
+
+    if args.float64:
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    dtype = jnp.float64 if args.float64 else jnp.float32
+    rows = []
+    for name, source in sources():
+        if args.models and name not in args.models:
+            continue
+        try:
+            row = run_one(name, source, args.seconds, args.batch, dtype, args.seed)
+        except Exception as error:      # recorded, and the next model runs
+            row = {"model": name, "error": f"{type(error).__name__}: {error}"[:500]}
+        jax.clear_caches()
+        rows.append(row)
+        if "error" in row:
+            log(f"{name}: FAILED {row['error']}")
+        else:
+            log(f"{name}: {row['bodies']} bodies, {row['mujoco_dofs']} DOFs, "
+                f"{len(row['not_imported'])} not imported, converged "
+                f"{100 * row['converged']:.1f} %, finite {row['finite']}, compile "
+                f"{row['compile_s']:.0f} s")
+    write_results({"benchmark": "mjcf_coverage", "provenance": jax_provenance(),
+                   "settings": vars(args), "dtype": str(jnp.dtype(dtype)), "rows": rows},
+                  args.name)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    os.environ.setdefault("MUJOCO_GL", "disable")
+    main()
