@@ -27,9 +27,11 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   torques / forces between the two bodies, which `MjcfImport.control` computes from MuJoCo's
   ctrl vector for each step.
 - A hinge's or slide's stiffness (with springref), armature and frictionloss become its
-  `add_joint_properties` (`models/joint_properties.py`).
+  `add_joint_properties` (rows on the joint's coordinate, `models/joints.py`).
 - Geoms: sphere, capsule, box and mesh on bodies; planes of the world body as ground planes.
-  contype / conaffinity: a geom that can touch nothing is drawn but never collides; body
+  contype / conaffinity: a geom that can touch nothing is drawn but never collides (a
+  static geom of the world body that no moving geom can touch, like the cart-poles' rails,
+  is left out without a word); body
   pairs none of whose geoms may touch, `<exclude>` pairs and parent-child pairs (MuJoCo's
   filterparent) never collide. Friction is the geom's sliding coefficient (pairs take the
   mean, MuJoCo the max); contact stiffness and damping are penalty parameters of ours, not
@@ -338,7 +340,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
     # --- geoms --------------------------------------------------------------------------------
     shapes = {int(geom_t.mjGEOM_SPHERE): "sphere", int(geom_t.mjGEOM_CAPSULE): "capsule",
               int(geom_t.mjGEOM_BOX): "box", int(geom_t.mjGEOM_MESH): "mesh"}
-    geom_map, masks = {}, {}
+    geom_map, masks, static = {}, {}, []
     for g in range(m.ngeom):
         name = _name(mujoco, m, obj.mjOBJ_GEOM, g)
         kind, body = int(m.geom_type[g]), group_of(m.geom_bodyid[g])
@@ -354,14 +356,15 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                                 friction=friction)
             continue
         if kind not in shapes:
-            if collides or body >= 0:
+            # (a geom that touches nothing is only drawn: the body's inertia is MuJoCo's)
+            if collides:
                 skipped.append(f"geom {name!r}: type {geom_t(kind).name[7:].lower()} is not "
                                "supported (sphere, capsule, box, mesh, plane)")
             continue
         if body < 0:
-            if collides:
-                skipped.append(f"geom {name!r}: a static {shapes[kind]} of the world body (only "
-                               "planes; use a plane or jc.sdf obstacle)")
+            if collides:      # named below if a moving geom could touch it
+                static.append((name, shapes[kind], int(m.geom_contype[g]),
+                               int(m.geom_conaffinity[g])))
             continue
         size = m.geom_size[g]
         extra = {"sphere": lambda: {"radius": size[0]},
@@ -376,6 +379,12 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         if collides:
             masks.setdefault(body, []).append((int(m.geom_contype[g]),
                                                int(m.geom_conaffinity[g])))
+
+    moving = [mask for body_masks in masks.values() for mask in body_masks]
+    for name, shape, contype, conaffinity in static:
+        if any((contype & ca) or (ct & conaffinity) for ct, ca in moving):
+            skipped.append(f"geom {name!r}: a static {shape} of the world body (only planes; "
+                           "use a plane or jc.sdf obstacle)")
 
     # --- which body pairs may touch -------------------------------------------------------------
     bodies = sorted(masks)

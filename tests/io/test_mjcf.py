@@ -443,3 +443,18 @@ def test_a_compiled_mjmodel_imports_as_its_xml_does():
     assert info.joint == {"hinge": 0}
     with pytest.raises(ValueError, match="source"):
         jc.io.load_mjcf(3.0)
+
+
+def test_a_static_world_geom_nothing_can_touch_is_not_a_loss():
+    """gymnasium's cart-pole rail (a static capsule of contype 0, conaffinity 1, as every
+    moving geom there): no geom can touch it, so leaving it out changes nothing and the
+    import names nothing; a static capsule that a moving geom can touch is named."""
+    path = os.path.join(_assets(), "inverted_pendulum.xml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jc.io.MjcfWarning)
+        _, info = jc.io.load_mjcf(path)
+    assert info.skipped == []
+    touchable = PENDULUM.replace("<worldbody>", '<worldbody><geom name="post" type="capsule" '
+                                 'fromto="1 0 0 1 0 1" size="0.05"/>')
+    with pytest.warns(jc.io.MjcfWarning, match="post"):
+        jc.io.load_mjcf(touchable)
