@@ -49,6 +49,7 @@ from jaxcontact import dofs, terms
 from jaxcontact import validate as check
 from jaxcontact.math import quat_to_mat, safe_atan2, safe_norm, safe_normalize
 from jaxcontact.models import kinds
+from jaxcontact.models.contact import huber_dissipation
 from jaxcontact.types import Array, static
 
 KINDS = ("ball", "hinge", "slider", "fixed", "distance")
@@ -486,10 +487,10 @@ class FrictionLossTerm(terms.EnergyTerm):
                 "use jc.Newton() or jc.Descent()")
 
     def potential(self, x, p, shared, dt):
-        rate = jnp.abs(velocity_rows(x, p)[0])
-        width = FRICTION_LOSS_WIDTH
-        huber = jnp.where(rate <= width, 0.5 * rate * rate / width, rate - 0.5 * width)
-        return dt * p["friction_loss"] * huber
+        # H_δ is friction's Huber law (`models.contact`) of unit bound and stick stiffness 1/δ
+        rate = velocity_rows(x, p)[0]
+        return dt * p["friction_loss"] * huber_dissipation(rate * rate, 1.0,
+                                                           1.0 / FRICTION_LOSS_WIDTH)
 
 
 def _pack(records, columns) -> Joint:
