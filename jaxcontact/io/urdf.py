@@ -6,9 +6,10 @@ which maps it exactly as it maps an MJCF model. What maps to what, with MuJoCo's
 defaults (fusestatic, discardvisual, autolimits):
 
 - `<link>` -> a MuJoCo body with the link's `<inertial>` (mass, centre, inertia tensor).
-  Links joined by `fixed` joints are one body (MuJoCo's fusestatic; `load_mjcf` would weld
-  them anyway): masses add and inertias combine. A link without `<inertial>` is massless:
-  it must be fused to a massive one.
+  A link without `<inertial>` takes its mass and inertia from its collision geoms at
+  1000 kg/m³ (MuJoCo's inertiafromgeom="auto"), or is massless if it has none. Links joined
+  by `fixed` joints are one body (MuJoCo's fusestatic; `load_mjcf` would weld them anyway):
+  masses add and inertias combine, so a massless link must be fixed to a massive one.
 - The root link is fixed to the world (URDF has no floating base: MuJoCo welds the root
   to the world, and its geoms become static world geoms). `floating_base=True` gives the
   root a free joint (`mujoco.MjsBody.add_freejoint`), so the robot is a free body tree; a
@@ -22,12 +23,13 @@ defaults (fusestatic, discardvisual, autolimits):
 - `<limit effort velocity>` are not imported and not named: URDF has no actuators
   (`<transmission>` describes hardware), so the scene has no motors; drive the joints with
   `jc.Control` or add motors to the scene.
-- `<collision>` geometry -> geoms: `box`, `sphere` and `mesh` (its convex hull, as MuJoCo
-  collides it; STL and OBJ, which MuJoCo reads) are imported; a `cylinder` is named by
-  `load_mjcf`'s `MjcfWarning`, as is a `mimic` joint (a MuJoCo equality constraint) and a
-  static world geom a moving geom could touch (a fixed root's collision geoms). `<visual>`
-  is discarded. Every collision geom may touch every other but its parent's and child's
-  (MuJoCo's contype = conaffinity = 1 and filterparent).
+- `<collision>` geometry -> MuJoCo geoms (`box`, `sphere`, `cylinder`, `mesh`: STL or OBJ,
+  which MuJoCo reads, not COLLADA), imported as `load_mjcf` imports them (a mesh as its
+  convex hull, as MuJoCo collides it; a fixed root's geoms are static geoms of the world).
+  `<visual>` is discarded. Every collision geom may touch every other but its parent's and
+  child's (MuJoCo's contype = conaffinity = 1 and filterparent).
+- What `load_mjcf` cannot import is named in its `MjcfWarning`, as for MJCF: e.g. a
+  `<mimic>` joint, which MuJoCo compiles to an equality constraint.
 - Gravity (0, 0, -9.81) m/s² and the time step (2 ms, or `dt=`) are MuJoCo's defaults.
 
 Mesh files. MuJoCo opens a mesh's `filename` relative to the URDF file and does not know
