@@ -251,12 +251,13 @@ def from_mesh(vertices, faces, spacing, padding=None, max_nodes=MAX_NODES) -> Gr
 
 
 def _heightfield_mesh(heights, spacing):
-    """Vertices (nx ny, 3) and faces of the triangulated heightfield, origin at sample [0, 0].
+    """Vertices (nx ny, 3) and faces of the triangulated heightfield, origin at sample [0, 0]
+    (`spacing`: (sx, sy)).
 
     Each cell [i, i+1] × [j, j+1] is split along its diagonal (i, j)-(i+1, j+1).
     """
     nx, ny = heights.shape
-    gx, gy = np.meshgrid(np.arange(nx) * spacing, np.arange(ny) * spacing, indexing="ij")
+    gx, gy = np.meshgrid(np.arange(nx) * spacing[0], np.arange(ny) * spacing[1], indexing="ij")
     vertices = np.stack([gx, gy, heights], axis=-1).reshape(-1, 3)
     idx = np.arange(nx * ny).reshape(nx, ny)
     v00, v10 = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel()
@@ -266,9 +267,10 @@ def _heightfield_mesh(heights, spacing):
 
 
 def _heightfield_height(heights, spacing, x, y):
-    """Height of the triangulated heightfield at (x, y) (origin at sample [0, 0])."""
+    """Height of the triangulated heightfield at (x, y) (origin at sample [0, 0],
+    `spacing`: (sx, sy))."""
     nx, ny = heights.shape
-    cx, cy = x / spacing, y / spacing
+    cx, cy = x / spacing[0], y / spacing[1]
     i = np.clip(np.floor(cx), 0, nx - 2).astype(int)
     j = np.clip(np.floor(cy), 0, ny - 2).astype(int)
     fx, fy = cx - i, cy - j
@@ -283,14 +285,14 @@ def from_heightfield(heights, spacing, origin=(0.0, 0.0), depth=None, height=Non
                      grid_spacing=None, max_nodes=MAX_NODES) -> GridSDF:
     """Signed distance field of the terrain z = h(x, y), solid below it.
 
-    Sample (i, j) of `heights` is the terrain height at (x0 + i spacing, y0 + j spacing). The
+    Sample (i, j) of `heights` is the terrain height at (x0 + i sx, y0 + j sy). The
     surface is the heightfield's triangulation (each cell split along its (i, j)-(i+1, j+1)
     diagonal): it passes through every sample and equals the bilinear surface wherever a cell
     is planar (elsewhere the two differ by at most a quarter of the cell's twist
     |h00 - h10 - h01 + h11|). The value at a node is the exact distance to that surface,
     negative where the node lies below it.
 
-    The grid covers the terrain's footprint [x0, x0 + (nx-1) spacing] × [y0, ...] (without
+    The grid covers the terrain's footprint [x0, x0 + (nx-1) sx] × [y0, ...] (without
     exceeding it) and z from min(h) - depth to max(h) + height. Near the footprint's border the
     nearest terrain point may be on the terrain's edge (the terrain ends there). Outside the
     grid box `sample` extrapolates with +distance to the box, which is wrong below the terrain
@@ -299,11 +301,12 @@ def from_heightfield(heights, spacing, origin=(0.0, 0.0), depth=None, height=Non
 
     Args:
       heights: (nx, ny) terrain heights, m; nx, ny >= 2.
-      spacing: horizontal distance between samples, m.
+      spacing: horizontal distance between samples, m: one number (sx = sy) or (sx, sy)
+        (MuJoCo's height fields space columns and rows apart differently).
       origin: (x0, y0) position of sample [0, 0], m.
       depth: extent of the grid below min(h), m; default 4 grid spacings.
       height: extent of the grid above max(h), m; default 4 grid spacings.
-      grid_spacing: node spacing of the SDF grid, m; default `spacing`.
+      grid_spacing: node spacing of the SDF grid, m; default min(sx, sy).
       max_nodes: refuse grids with more nodes than this.
 
     Returns:
@@ -313,10 +316,11 @@ def from_heightfield(heights, spacing, origin=(0.0, 0.0), depth=None, height=Non
     if min(heights.shape) < 2:
         raise ValueError(f"heights must have at least 2 samples per axis, got shape "
                          f"{heights.shape}")
-    spacing = check.number("spacing", spacing, positive=True)
+    spacing = (np.full(2, check.number("spacing", spacing, positive=True))
+               if np.ndim(spacing) == 0 else check.vector("spacing", spacing, 2, positive=True))
     origin = _real_array("origin", origin, "(2,)", ndim=1, last=2)
-    gs = spacing if grid_spacing is None else check.number("grid_spacing", grid_spacing,
-                                                           positive=True)
+    gs = float(np.min(spacing)) if grid_spacing is None else check.number(
+        "grid_spacing", grid_spacing, positive=True)
     depth = 4.0 * gs if depth is None else check.number("depth", depth, positive=True)
     height = 4.0 * gs if height is None else check.number("height", height, positive=True)
     extent = (np.asarray(heights.shape) - 1) * spacing
