@@ -38,7 +38,7 @@ from jaxcontact.control.critic import Critic
 from jaxcontact.control.task import Task
 from jaxcontact.compiling import jit
 from jaxcontact.math import tree_finite
-from jaxcontact.step import policy_control, step
+from jaxcontact.step import policy_control
 from jaxcontact.types import Result
 
 
@@ -102,7 +102,7 @@ def _window(task, scene, policy, params, carry, window, stochastic, critic=None,
         key_policy, key_reset = jax.random.split(key)
         control = policy_control(policy, params, state, model,
                                  key_policy if stochastic else None)
-        new, info = step(model, state, control)
+        new, info = task.advance(model, state, control)
         reward = task.reward(model, state, control, new)
         finite_control = tree_finite(control)
         ret = ret + reward
@@ -345,7 +345,7 @@ def _evaluate(scene, params, key, *, task, policy, batch, stochastic):
         def body(c, k):
             state, alive = c
             control = policy_control(policy, params, state, model, k if stochastic else None)
-            new, info = step(model, state, control)
+            new, info = task.advance(model, state, control)
             reward = jnp.where(alive, task.reward(model, state, control, new), 0.0)
             if task.done is not None:
                 alive = alive & ~jnp.asarray(task.done(model, new), bool)

@@ -2,7 +2,8 @@
 
 `BraxEnv(task, observe=..., act=..., action_size=...)` is a `brax.envs.Env`: `reset(rng)`
 draws the start of an episode with `task.initial(rng)` and `step(state, action)` is one
-`jc.step` under the control `act(model, state, action)`. It adds no physics of its own.
+`jc.step` (`task.substeps` of them, an action repeat) under the control
+`act(model, state, action)`. It adds no physics of its own.
 
 What goes where in Brax's `State`:
 - `pipeline_state`: a `Physics` record holding the episode's `Model` and `State`. The model
@@ -52,7 +53,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         from error
 
 from jaxcontact.compiling import jit
-from jaxcontact.control.task import Task
+from jaxcontact.control.task import Task, advance
 from jaxcontact.math import tree_finite
 from jaxcontact.step import step as physics_step
 from jaxcontact.types import Control, Model, Result, State
@@ -60,6 +61,7 @@ from jaxcontact.types import Control, Model, Result, State
 # jc.step traced once per process and shapes, however many programs step the environment
 # (Brax compiles training, evaluation and reset apart): the inner jit caches the trace
 _physics_step = jit(physics_step)
+_advance = jit(advance, static_argnames="substeps")   # tasks with an action repeat
 
 METRICS = ("reward", "residual", "iterations", "converged", "nonfinite")
 
@@ -205,7 +207,10 @@ class BraxEnv(brax_base.Env):
         """One `jc.step` under `act(model, state, action)`."""
         model, before = state.pipeline_state.model, state.pipeline_state.state
         control = self._act_fn(model, before, jnp.asarray(action).astype(self._scene_dtype))
-        after, info = _physics_step(model, before, control)
+        if self._task.substeps == 1:
+            after, info = _physics_step(model, before, control)
+        else:
+            after, info = _advance(model, before, control, substeps=self._task.substeps)
         reward = self._task.reward(model, before, control, after)
         obs = self._observe(model, after)
         done = (jnp.zeros((), bool) if self._task.done is None
@@ -243,8 +248,8 @@ class BraxEnv(brax_base.Env):
 
     @property
     def dt(self) -> jax.Array:
-        """Seconds per environment step (the scene's time step)."""
-        return self._task.model.dt
+        """Seconds per environment step (the scene's time step x the task's substeps)."""
+        return self._task.model.dt * self._task.substeps
 
     @property
     def task(self) -> Task:
