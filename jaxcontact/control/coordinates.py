@@ -40,7 +40,8 @@ _CONJ = np.array([1.0, -1.0, -1.0, -1.0])
 
 
 def _conj(q):
-    return q * jnp.asarray(_CONJ, q.dtype)
+    """The conjugate of a quaternion (4,) or of each row of (N, 4)."""
+    return q * jnp.asarray(_CONJ, q.dtype).reshape((1,) * (q.ndim - 1) + (4,))
 
 
 def _conj_np(q):

@@ -198,7 +198,7 @@ def contact_forces(coords: MjcfCoordinates, model, state):
     force = rows.force[:, None] * rows.normal              # on side a, from side b
     mass = model.body.mass
     centre = jnp.sum(mass[:, None] * state.pos, axis=0) / jnp.sum(mass)
-    moment = jnp.cross(rows.point - centre, force)
+    moment = jnp.cross(rows.point - centre[None, :], force)
     n = model.n_body
     per_body = jnp.zeros((n + 1, 6), dtype)                # row n: the world, dropped
     wrench = jnp.concatenate([moment, force], axis=1)
