@@ -283,4 +283,4 @@ def test_advance_repeats_the_step():
     once, _ = jc.step(model, state, control)
     again, _ = jc.step(model, once, control)
     np.testing.assert_allclose(twice.pos, again.pos, atol=1e-14)
-    assert int(info.iterations) >= 2 and bool(info.converged)
+    assert bool(info.converged)
