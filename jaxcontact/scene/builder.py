@@ -100,8 +100,8 @@ class Scene:
     kinds of physics by their builder hooks, offered as methods of every scene:
     `add_spring` (`jaxcontact.models.springs`), `add_joint` (`models.joints`), `add_motor`
     (`models.motors`), `attach` (`models.attachments`), `add_solid` (`models.solids`),
-    `add_cloth` (`models.cloth`), `add_energy` (`models.energy`) and `add_drag`
-    (`models.drag`).
+    `add_cloth` (`models.cloth`), `add_energy` (`models.energy`), `add_drag`
+    (`models.drag`) and `add_fluid` (`models.fluid`).
 
     Args:
       dt: time step, s.
