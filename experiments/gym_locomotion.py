@@ -55,7 +55,7 @@ EPISODE, QUICK_EPISODE = 1000, 50
 WINDOW, BATCH, HIDDEN, LR = 32, 16, (64, 64), 2e-3
 CRITIC = dict(hidden=(64, 64), discount=0.99, lam=0.95, iterations=16)
 STEPS = {"hopper": 1_000_000, "ant": 1_000_000}
-QUICK = dict(window=8, batch=4, updates=3, ppo_steps=512)
+QUICK = dict(window=8, batch=4, updates=8, ppo_steps=512)   # 64 actions: episodes end
 PPO = dict(num_envs=32, batch_size=32, num_minibatches=8, unroll_length=16,
            num_updates_per_batch=4, learning_rate=3e-4, discounting=0.99, entropy_cost=1e-2,
            normalize_observations=True, reward_scaling=1.0)

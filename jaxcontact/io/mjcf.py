@@ -45,11 +45,14 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   parent-child pairs (MuJoCo's filterparent) never collide. Friction is the geom's sliding coefficient (pairs take the
   mean, MuJoCo the max); contact stiffness and damping are penalty parameters of ours, not
   MuJoCo's solref / solimp: give them as arguments.
+- Fluid forces (`<option density viscosity wind>`): MuJoCo's inertia-based model on every
+  moving MuJoCo body, welded ones each on its own box (`io.mjcf_fluid`, `models.fluid`).
 
 Everything else that changes the physics (tendons, equality constraints, other actuators,
 ball joints' springs and armature, planes on moving bodies, height fields on moving bodies or
-turned about another axis, sdf geoms, explicit contact pairs, fluid forces) is listed in one
-`MjcfWarning` (or a ValueError with `unsupported="raise"`): nothing is dropped silently.
+turned about another axis, sdf geoms, explicit contact pairs, MuJoCo's ellipsoid fluid model)
+is listed in one `MjcfWarning` (or a ValueError with `unsupported="raise"`): nothing is
+dropped silently.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcontact import validate as check
-from jaxcontact.io import mjcf_geoms
+from jaxcontact.io import mjcf_fluid, mjcf_geoms
 from jaxcontact.math import mat_to_quat_numpy, quat_rotate
 from jaxcontact.scene import Scene
 from jaxcontact.types import Control
@@ -487,8 +490,8 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                         (m.npair, "explicit contact pair(s) (<contact><pair>)")):
         if count:
             skipped.append(f"{count} {what} not imported")
-    if m.opt.density or m.opt.viscosity or np.any(m.opt.wind):
-        skipped.append("fluid forces (density, viscosity, wind) not imported")
+    skipped.extend(mjcf_fluid.add_fluid(m, d, scene, group_of,      # MuJoCo's fluid forces
+                                        lambda b: _name(mujoco, m, obj.mjOBJ_BODY, b)))
 
     if skipped:
         message = "MJCF: not imported:\n  " + "\n  ".join(skipped)
