@@ -13,19 +13,20 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   cheetah) become a chain of light bodies (`chain_mass` of the body's mass) joined by one
   joint each. Joint damping is the joints' damping. Hinge and slide ranges become limits
   (`add_joint(limit_stiffness, limit_damping)`) that hold a load as MuJoCo's soft limits
-  do. MuJoCo's limit, violated by r past solimp's width, blends the coordinate's
-  acceleration with weight d = d_max toward its reference -b ṙ - k r (solref (τ, ζ):
-  k = 1/(d τ² ζ²), b = 2/(d τ), τ >= 2 Δt by its refsafe; or (-k', -b'): k = k'/d²,
-  b = b'/d), so that it supports a load at a violation (1 - d) times the spring m d k's:
-  ours has that static stiffness, k_lim = m d k / (1 - d), with m the coordinate's
-  effective inertia (1 / `dof_invweight0`, at qpos0), and the damping ratio ζ,
-  c_lim = 2 ζ sqrt(k_lim m). (A penalty cannot match both MuJoCo's static hold and its
+  do: `mjcf_actuation.impedance_law` maps solref / solimp to the static stiffness
+  k_lim = m d k / (1 - d) (m the coordinate's effective inertia, 1 / `dof_invweight0`) and
+  MuJoCo's damping ratio. (A penalty cannot match both MuJoCo's static hold and its
   transient, which is 1/sqrt(1 - d) = 4.5 times slower at d = 0.95; gymnasium's cart-pole
   rests on its limit within 0.005 rad of MuJoCo's.)
-- Position actuators on hinges become motors (`Scene.add_motor`: kp, kv as kd); torque
-  actuators (`<motor>`: gain times gear times ctrl) on hinges and slides become joint
+- Position actuators of gear 1 on hinges become motors (`Scene.add_motor`: kp, kv as kd);
+  torque actuators (`<motor>`: gain times gear times ctrl) on hinges and slides become joint
   torques / forces between the two bodies, which `MjcfImport.control` computes from MuJoCo's
-  ctrl vector for each step.
+  ctrl vector for each step; every other actuator with a fixed gain and an affine bias on a
+  hinge, a slide or a fixed tendon becomes `Scene.add_actuator` (`io.mjcf_actuation`).
+- Fixed tendons, spatial tendons between two sites, and joint, tendon, connect and weld
+  equalities: `io.mjcf_actuation`.
+- MuJoCo's disable flags for gravity, limits, springs, dampers and friction loss (and for
+  all constraints) switch the same parts of ours off.
 - A hinge's or slide's stiffness (with springref), armature and frictionloss become its
   `add_joint_properties` (rows on the joint's coordinate, `models/joints.py`).
 - Geoms: sphere, capsule, box and mesh on bodies; cylinders and ellipsoids on bodies as convex
@@ -48,8 +49,9 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
 - Fluid forces (`<option density viscosity wind>`): MuJoCo's inertia-based model on every
   moving MuJoCo body, welded ones each on its own box (`io.mjcf_fluid`, `models.fluid`).
 
-Everything else that changes the physics (tendons, equality constraints, other actuators,
-ball joints' springs and armature, planes on moving bodies, height fields on moving bodies or
+Everything else that changes the physics (wrapping spatial tendons, equalities MuJoCo's
+bodies do not satisfy at build, other actuators, activation dynamics, ball joints' springs
+and armature, planes on moving bodies, height fields on moving bodies or
 turned about another axis, sdf geoms, explicit contact pairs, MuJoCo's ellipsoid fluid model)
 is listed in one `MjcfWarning` (or a ValueError with `unsupported="raise"`): nothing is
 dropped silently.
@@ -66,6 +68,7 @@ import numpy as np
 
 from jaxcontact import validate as check
 from jaxcontact.io import mjcf_fluid, mjcf_geoms
+from jaxcontact.io.mjcf_actuation import Actuation, impedance_law
 from jaxcontact.math import mat_to_quat_numpy, quat_rotate
 from jaxcontact.scene import Scene
 from jaxcontact.types import Control
@@ -89,8 +92,8 @@ class MjcfImport:
       skipped: one line per part not imported (also the warning's text).
       mj_model: the compiled `mujoco.MjModel`.
       actuators: per imported MuJoCo actuator, in MuJoCo's order: (actuator index, "motor"
-        with our motor index, or "hinge" / "slider" torque with our joint index and its
-        gain × gear), used by `control`.
+        with our motor index, "actuator" with our motor index (`add_actuator`), or "hinge" /
+        "slider" torque with our joint index and its gain × gear), used by `control`.
     """
 
     body: dict
@@ -105,7 +108,8 @@ class MjcfImport:
     def control(self, model, state, ctrl) -> Control:
         """Our `jc.Control` for MuJoCo's actuator inputs `ctrl` (nu,) at `state` (clamped
         to ctrlrange where the actuator is ctrllimited): position actuators set their
-        motor's target (ctrl - `motor_offset`); a torque actuator on a hinge applies
+        motor's target (ctrl - `motor_offset`), other actuators (`add_actuator`) their
+        input `Control.motor[m]` = ctrl; a torque actuator on a hinge applies
         g ctrl about the hinge axis to the child body and the opposite to the parent, on a
         slide the force g ctrl along the axis at the joint anchor, with its reaction on the
         parent (g: gain × gear). Differentiable in `ctrl` and `state`; jittable.
@@ -125,6 +129,9 @@ class MjcfImport:
         for a, kind, index, gain in self.actuators:
             if kind == "motor":
                 motor = motor.at[index].set(ctrl[a] - self.motor_offset[index])
+                continue
+            if kind == "actuator":
+                motor = motor.at[index].set(ctrl[a])
                 continue
             child, parent = model.joint.body_a[index], model.joint.body_b[index]
             axis = quat_rotate(state.quat[child], model.joint.axis_a[index])
@@ -194,19 +201,10 @@ def _combined_inertia(masses, centres, rotations, moments):
 
 def _limit_law(mujoco, m, j, dof):
     """limit_stiffness and limit_damping of joint j's range from its solref / solimp
-    (module docstring)."""
-    (first, second) = (float(v) for v in m.jnt_solref[j])
-    d = min(float(m.jnt_solimp[j, 1]), 0.9999)      # MuJoCo clamps the impedance so too
-    if first > 0.0:    # (timeconst, dampratio); MuJoCo's refsafe: timeconst >= 2 timestep
-        if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE:
-            first = max(first, 2.0 * float(m.opt.timestep))
-        k, ratio = 1.0 / (d * first * first * second * second), second
-    else:              # (-stiffness, -damping): its own damping ratio, d b / (2 sqrt(d k))
-        k = -first / (d * d)
-        ratio = d * (-second / d) / (2.0 * np.sqrt(d * k))
-    mass = 1.0 / float(m.dof_invweight0[dof])
-    stiffness = mass * d * k / (1.0 - d)
-    return {"limit_stiffness": stiffness, "limit_damping": 2.0 * ratio * np.sqrt(stiffness * mass)}
+    (`mjcf_actuation.impedance_law`, on the coordinate's effective inertia at qpos0)."""
+    stiffness, damping = impedance_law(mujoco, m, m.jnt_solref[j], m.jnt_solimp[j],
+                                       1.0 / float(m.dof_invweight0[dof]))
+    return {"limit_stiffness": stiffness, "limit_damping": damping}
 
 
 def _mesh_vertices(m, g):
@@ -257,7 +255,14 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
     obj, geom_t, joint_t = mujoco.mjtObj, mujoco.mjtGeom, mujoco.mjtJoint
     skipped = []
 
-    gravity = np.asarray(m.opt.gravity, float)
+    # MuJoCo's disable flags switch whole parts of its physics off: so do they ours
+    off = int(m.opt.disableflags)
+    flag = {name: int(getattr(mujoco.mjtDisableBit, "mjDSBL_" + name))
+            for name in ("LIMIT", "CONSTRAINT", "SPRING", "DAMPER", "FRICTIONLOSS", "GRAVITY")}
+    limits_on = not off & (flag["LIMIT"] | flag["CONSTRAINT"])
+    springs_on, dampers_on = not off & flag["SPRING"], not off & flag["DAMPER"]
+    friction_loss_on = not off & (flag["FRICTIONLOSS"] | flag["CONSTRAINT"])
+    gravity = np.asarray(m.opt.gravity, float) * (0.0 if off & flag["GRAVITY"] else 1.0)
     extent = float(m.stat.extent)
     if joint_stiffness is None:
         weight = float(np.sum(m.body_mass)) * max(float(np.linalg.norm(gravity)), 9.81)
@@ -280,11 +285,12 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             raise ValueError(f"source: body {_name(mujoco, m, obj.mjOBJ_BODY, r)!r} moves "
                              "but has no mass")
         moments = np.maximum(moments, 1e-12 * max(float(np.max(moments)), 1e-12))
-        # velocity of the centre of mass from MuJoCo's (angular, linear) at the body origin
+        # velocity of the group's centre of mass from MuJoCo's (angular, linear) at the
+        # centre of mass of its root body (mjOBJ_BODY's point: xipos)
         spatial = np.zeros(6)
         mujoco.mj_objectVelocity(m, d, obj.mjOBJ_BODY, r, spatial, 0)
         ang_vel = spatial[:3]
-        vel = spatial[3:] + np.cross(ang_vel, centre - d.xpos[r])
+        vel = spatial[3:] + np.cross(ang_vel, centre - d.xipos[r])
         props[r] = dict(pos=centre, quat=mat_to_quat_numpy(axes), vel=vel, ang_vel=ang_vel)
         ours[r] = scene.add_body(mass, moments, **props[r])
         props[r].update(mass=mass, inertia=moments)
@@ -323,17 +329,17 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             q = float(d.qpos[m.jnt_qposadr[j]]) if kind != "ball" else 0.0
             build_q[j] = q
             limit = None
-            if m.jnt_limited[j] and kind != "ball":
+            if m.jnt_limited[j] and limits_on and kind != "ball":
                 limit = np.asarray(m.jnt_range[j], float) - q
                 if kind == "hinge" and (limit[0] < -np.pi or limit[1] > np.pi):
                     skipped.append(f"joint {name!r}: range beyond ±180° from the initial "
                                    "angle, clipped to ±180°")
                     limit = np.clip(limit, -np.pi, np.pi)
-            elif m.jnt_limited[j]:
+            elif m.jnt_limited[j] and limits_on:
                 skipped.append(f"joint {name!r}: ball joint range (a cone) not imported")
-            properties = {"spring_stiffness": float(m.jnt_stiffness[j]),
+            properties = {"spring_stiffness": float(m.jnt_stiffness[j]) * springs_on,
                           "armature": float(m.dof_armature[dof]),
-                          "friction_loss": float(m.dof_frictionloss[dof])}
+                          "friction_loss": float(m.dof_frictionloss[dof]) * friction_loss_on}
             if kind == "ball":
                 for what, value in properties.items():
                     if value != 0.0:
@@ -343,7 +349,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             joint_map[name] = scene.add_joint(
                 kind, carrier, previous, anchor=d.xanchor[j], axis=d.xaxis[j],
                 stiffness=joint_stiffness, angular_stiffness=angular,
-                damping=float(m.dof_damping[dof]),
+                damping=float(m.dof_damping[dof]) * dampers_on,
                 limit=None if limit is None else tuple(limit),
                 **({} if limit is None else _limit_law(mujoco, m, j, dof)))
             of_mj_joint[j] = joint_map[name]
@@ -355,6 +361,12 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             previous = carrier
         if parent >= 0 and not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT:
             scene.exclude_pair(parent, body)     # MuJoCo's filterparent
+
+    # --- tendons and equality constraints (`mjcf_actuation`) -----------------------------------
+    actuation = Actuation(mujoco, m, d, scene, of_mj_joint, build_q, group_of, joint_stiffness,
+                          skipped, lambda kind, i: _name(mujoco, m, kind, i))
+    actuation.tendons()
+    actuation.equalities()
 
     # --- geoms --------------------------------------------------------------------------------
     shapes = {int(geom_t.mjGEOM_SPHERE): "sphere", int(geom_t.mjGEOM_CAPSULE): "capsule",
@@ -462,13 +474,15 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         name = _name(mujoco, m, obj.mjOBJ_ACTUATOR, a)
         j = int(m.actuator_trnid[a, 0])
         kp, bias = float(m.actuator_gainprm[a, 0]), m.actuator_biasprm[a]
-        position = (m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+        plain = (m.actuator_dyntype[a] == mujoco.mjtDyn.mjDYN_NONE
+                 and not m.actuator_forcelimited[a])
+        position = (plain and m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
                     and m.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
                     and m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_AFFINE
                     and kp > 0 and bias[0] == 0 and np.isclose(bias[1], -kp)
                     and m.actuator_gear[a, 0] == 1.0 and j in of_mj_joint
                     and int(m.jnt_type[j]) == int(joint_t.mjJNT_HINGE))
-        torque = (m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+        torque = (plain and m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
                   and m.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
                   and m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_NONE
                   and j in of_mj_joint and np.all(m.actuator_gear[a, 1:] == 0)
@@ -482,12 +496,15 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             kind = kinds[int(m.jnt_type[j])]
             actuators.append((a, kind, of_mj_joint[j], kp * float(m.actuator_gear[a, 0])))
         else:
-            skipped.append(f"actuator {name!r}: only position actuators (gear 1) on hinges and "
-                           "torque actuators on hinges and slides are imported")
+            index = actuation.actuator(a, name)
+            if index is not None:
+                motor_map[name] = index
+                actuators.append((a, "actuator", index, 1.0))
+                offsets.append(0.0)
+    actuation.finish()
 
     # --- the rest of the model ------------------------------------------------------------------
-    for count, what in ((m.ntendon, "tendon(s)"), (m.neq, "equality constraint(s)"),
-                        (m.npair, "explicit contact pair(s) (<contact><pair>)")):
+    for count, what in ((m.npair, "explicit contact pair(s) (<contact><pair>)"),):
         if count:
             skipped.append(f"{count} {what} not imported")
     skipped.extend(mjcf_fluid.add_fluid(m, d, scene, group_of,      # MuJoCo's fluid forces

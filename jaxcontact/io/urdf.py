@@ -28,8 +28,9 @@ defaults (fusestatic, discardvisual, autolimits):
   convex hull, as MuJoCo collides it; a fixed root's geoms are static geoms of the world).
   `<visual>` is discarded. Every collision geom may touch every other but its parent's and
   child's (MuJoCo's contype = conaffinity = 1 and filterparent).
-- What `load_mjcf` cannot import is named in its `MjcfWarning`, as for MJCF: e.g. a
-  `<mimic>` joint, which MuJoCo compiles to an equality constraint.
+- A `<mimic>` joint, which MuJoCo compiles to a joint equality (x = multiplier x_other +
+  offset), is held to it by a stiff coupling tendon (`io.mjcf_actuation`). What `load_mjcf`
+  cannot import is named in its `MjcfWarning`, as for MJCF.
 - Gravity (0, 0, -9.81) m/s² and the time step (2 ms, or `dt=`) are MuJoCo's defaults.
 
 Mesh files. MuJoCo opens a mesh's `filename` relative to the URDF file and does not know

@@ -5,7 +5,7 @@ terms in the step."""
 
 import importlib
 
-KIND_FILES = ("springs", "joints", "motors", "attachments", "solids", "cloth", "energy",
+KIND_FILES = ("springs", "joints", "tendons", "motors", "attachments", "solids", "cloth", "energy",
               "drag", "fluid")
 for _file in KIND_FILES:
     importlib.import_module(f"{__name__}.{_file}")

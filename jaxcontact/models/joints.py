@@ -419,6 +419,17 @@ def _coordinate_elements(model, state, joints, kind):
     return terms.Elements(bodies=bodies, particles=particles, start=start, params=params)
 
 
+def limit_rows(x_now, rate, p, dt):
+    """The two one-sided rows of limits lo <= x <= hi on a coordinate x with rate ẋ, read a
+    time τ = c_lim/k_lim ahead, with stiffness k_lim Δt/(Δt + τ) (module docstring): the
+    force max(0, k_lim (lo - x) - c_lim ẋ) and its mirror at hi. k_lim = 0: no force."""
+    k = p["limit_stiffness"]
+    tau = jnp.where(k > 0.0, p["limit_damping"] / jnp.where(k > 0.0, k, 1.0), 0.0)
+    ahead = x_now + tau * rate
+    error = jnp.stack([ahead - p["lower"], p["upper"] - ahead])
+    return terms.unilateral(error, jnp.full((2,), k * dt / (dt + tau)))
+
+
 def coordinate(kind, f):
     """The hinge angle θ or the slider position s of frames f."""
     return hinge_angle(f) if kind == "hinge" else slider_position(f)
@@ -454,11 +465,7 @@ class CoordinateTerm(terms.RowTerm):
         rate = velocity_rows(x, p)[0]
         groups = ()
         if self.limits:
-            k = p["limit_stiffness"]
-            tau = jnp.where(k > 0.0, p["limit_damping"] / jnp.where(k > 0.0, k, 1.0), 0.0)
-            ahead = x_now + tau * rate
-            error = jnp.stack([ahead - p["lower"], p["upper"] - ahead])
-            groups += (terms.unilateral(error, jnp.full((2,), k * dt / (dt + tau))),)
+            groups += (limit_rows(x_now, rate, p, dt),)
         if self.properties:
             groups += (terms.bilateral((x_now - p["spring_reference"])[None],
                                        p["spring_stiffness"][None]),

@@ -231,14 +231,14 @@ def test_what_cannot_be_imported_is_named():
     <body name="a" pos="0 0 1"><freejoint/><geom name="can" type="cylinder" size="0.05 0.1"/>
     <geom type="sphere" size="0.05" pos="0.2 0 0"/></body>
     <body name="b" pos="1 0 1"><freejoint/><geom type="sphere" size="0.05"/></body>
-    </worldbody><equality><weld body1="a" body2="b"/></equality></mujoco>"""
+    </worldbody><contact><pair geom1="can" geom2="floor"/></contact></mujoco>"""
     with pytest.warns(jc.io.MjcfWarning) as caught:
         scene, info = jc.io.load_mjcf(xml)
     text = str(caught[0].message)
-    assert "1 equality constraint(s)" in text
+    assert "1 explicit contact pair(s)" in text
     # the cylinder (a convex mesh) and the static table (an obstacle) are imported
     assert "'can'" not in text and "'table'" not in text
-    with pytest.raises(ValueError, match="equality"):
+    with pytest.raises(ValueError, match="contact pair"):
         jc.io.load_mjcf(xml, unsupported="raise")
     model, _ = scene.build()
     assert model.n_body == 2 and len(model.geom.shape) == 3 and model.plane.offset.shape == (1,)

@@ -76,8 +76,8 @@ def test_links_joints_and_masses_are_the_urdfs(name):
     """One body per moving link group (a link with the links fixed under it), carrying the
     group's total mass from the file's <inertial>s; one joint per revolute / prismatic /
     continuous joint, by name; the links fixed to the root are the world (no floating base).
-    The gripper's <mimic> joints (MuJoCo equality constraints) are named as not imported,
-    and its finger pads (links with a collision box and no <inertial>) weigh their box's
+    The gripper's <mimic> joints (MuJoCo joint equalities) become coupling tendons, one
+    each, and nothing is named; its finger pads (links with a collision box and no <inertial>) weigh their box's
     volume at 1000 kg/m³, MuJoCo's inertia from geoms."""
     path = airo_models.get_urdf_path(name)
     root = _read(path)
@@ -101,7 +101,8 @@ def test_links_joints_and_masses_are_the_urdfs(name):
         np.testing.assert_allclose(ours[info.body[child]], group_mass(child), rtol=1e-12,
                                    err_msg=f"{name}: mass of link {child!r}'s group")
     mimics = len(list(root.iter("mimic")))
-    assert (f"{mimics} equality constraint(s) not imported" in info.skipped) == (mimics > 0)
+    assert not [line for line in info.skipped if "equality" in line]
+    assert len(model.tendon.joints) == mimics
 
 
 def test_mesh_files_resolve_relative_package_and_mesh_dir(tmp_path):
