@@ -1,5 +1,6 @@
 """Every MuJoCo model of gymnasium's assets and dm_control's suite through `jc.io.load_mjcf`: what
-imports, what is named as not imported, and whether one passive second runs converged.
+imports, what is named as not imported, whether one second runs converged, passive and under
+random controls, and its speed against MJX's at B = 64.
 
 For each model: import it (dm_control's suite models are generated in Python: the first task
 of each domain is loaded with `dm_control.suite.load` and its compiled `MjModel` imported;
@@ -8,8 +9,13 @@ dm_control is optional, its models are skipped where it is missing), recording t
 steps at the file's own time step for `--batch` scenes, each starting at the model's
 initial pose with every body spun by N(0, 0.1²) rad/s (seeded), and record the share of
 converged steps, the largest Newton iteration count, whether the final state is finite,
-compile time and scene-steps/s. A model that fails to import or build is recorded with its
-error, and the next one runs.
+compile time and scene-steps/s; then the same second under random controls (each step every
+actuator's ctrl uniform in its ctrlrange, or [-1, 1] where it has none, through
+`MjcfImport.control`), its converged share and finiteness; then, unless `--skip-speed`,
+`--speed-steps` passive steps of `--speed-batch` scenes, ours and MJX's
+(`benchmarks.mjcf_models.run_mjx`, the file's own solver settings) in the same process, and
+their ratio. A model that fails to import or build is recorded with its error, and the next
+one runs.
 
 Writes results/<name>.json and prints the table (model, bodies, DOFs, lines not imported,
 converged share).
@@ -54,8 +60,9 @@ def compiled(source):
     return source
 
 
-def run_one(name, source, seconds, batch, dtype, seed):
+def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps):
     import jax
+    import jax.numpy as jnp
     import jaxcontact as jc
     from jaxcontact.compiling import best_time
 
@@ -83,6 +90,46 @@ def run_one(name, source, seconds, batch, dtype, seed):
                converged=float(np.mean(np.asarray(step_info.converged))),
                iterations_max=int(np.max(np.asarray(step_info.iterations))),
                finite=bool(np.all(np.isfinite(np.asarray(final.pos)))))
+
+    # random controls: ctrl ~ U(ctrlrange) (or U(-1, 1)) afresh each step
+    limited = np.asarray(m.actuator_ctrllimited, bool)
+    ranges = np.where(limited[:, None], np.asarray(m.actuator_ctrlrange, float), [-1.0, 1.0])
+    low, high = jnp.asarray(ranges[:, 0], dtype), jnp.asarray(ranges[:, 1], dtype)
+
+    def policy(_, s, key):
+        return info.control(model, s, jax.random.uniform(key, low.shape, dtype, low, high))
+
+    def driven(states, keys):
+        return jax.vmap(lambda s, k: jc.rollout(model, s, steps=steps, policy=policy, key=k,
+                                                return_info=True))(states, keys)
+
+    keys = jax.random.split(jax.random.PRNGKey(seed + 1), batch)
+    final, _, step_info = jc.jit(driven)(states, keys)
+    row.update(random_converged=float(np.mean(np.asarray(step_info.converged))),
+               random_iterations_max=int(np.max(np.asarray(step_info.iterations))),
+               random_finite=bool(np.all(np.isfinite(np.asarray(final.pos)))))
+
+    if speed_batch:
+        from benchmarks.mjcf_models import run_mjx
+
+        spin = 0.1 * jax.random.normal(jax.random.PRNGKey(seed), (speed_batch,)
+                                       + state.ang_vel.shape, dtype)
+        many = jax.vmap(lambda w: state.replace(ang_vel=state.ang_vel + w))(spin)
+
+        def timed(states):
+            return jax.vmap(lambda s: jc.rollout(model, s, steps=speed_steps))(states)
+
+        t0 = time.perf_counter()
+        program = jc.jit(timed).lower(many).compile()
+        ours = {"compile_s": round(time.perf_counter() - t0, 2)}
+        best, _ = best_time(program, many, repeats=2)
+        ours["steps_per_s"] = speed_batch * speed_steps / best
+        row["speed"] = {"batch": speed_batch, "steps": speed_steps, "ours": ours}
+        try:
+            mjx = run_mjx(m, speed_batch, speed_steps, 2, seed)
+            row["speed"].update(mjx=mjx, ratio=ours["steps_per_s"] / mjx["steps_per_s"])
+        except Exception as error:     # a model MJX cannot take
+            row["speed"]["mjx_error"] = f"{type(error).__name__}: {error}"[:300]
     return row
 
 
@@ -93,6 +140,9 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--float64", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed-batch", type=int, default=64)
+    p.add_argument("--speed-steps", type=int, default=50)
+    p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--name", default="mjcf_coverage")
     args = p.parse_args()
 
@@ -108,7 +158,8 @@ def main():
         if args.models and name not in args.models:
             continue
         try:
-            row = run_one(name, source, args.seconds, args.batch, dtype, args.seed)
+            row = run_one(name, source, args.seconds, args.batch, dtype, args.seed,
+                          0 if args.skip_speed else args.speed_batch, args.speed_steps)
         except Exception as error:      # recorded, and the next model runs
             row = {"model": name, "error": f"{type(error).__name__}: {error}"[:500]}
         jax.clear_caches()
@@ -118,8 +169,11 @@ def main():
         else:
             log(f"{name}: {row['bodies']} bodies, {row['mujoco_dofs']} DOFs, "
                 f"{len(row['not_imported'])} not imported, converged "
-                f"{100 * row['converged']:.1f} %, finite {row['finite']}, compile "
-                f"{row['compile_s']:.0f} s")
+                f"{100 * row['converged']:.1f} % passive, {100 * row['random_converged']:.1f} "
+                f"% random controls, finite {row['finite'] and row['random_finite']}, compile "
+                f"{row['compile_s']:.0f} s"
+                + (f", {row['speed'].get('ratio', float('nan')):.2f}x MJX at B = "
+                   f"{row['speed']['batch']}" if "speed" in row else ""))
     write_results({"benchmark": "mjcf_coverage", "provenance": jax_provenance(),
                    "settings": vars(args), "dtype": str(jnp.dtype(dtype)), "rows": rows},
                   args.name)

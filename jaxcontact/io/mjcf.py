@@ -86,8 +86,9 @@ class MjcfImport:
       body: MuJoCo body name (or "body<i>") -> our body index (welded bodies share one).
       joint: MuJoCo joint name -> our joint index (free joints map to nothing).
       motor: MuJoCo actuator name -> our motor index (`Control.motor[i]`).
-      motor_offset: (M,) MuJoCo's joint coordinate at build time of each motor's hinge, rad:
-        our hinge angle is 0 at build, so a MuJoCo `ctrl` is the target `ctrl - offset`.
+      motor_offset: (M,) MuJoCo's coordinate of each motor's hinge where our hinge angle is
+        0 (its value at build, or its range's middle where the range reaches past ±180° from
+        there), rad: a MuJoCo `ctrl` is the target `ctrl - offset` (0 for `add_actuator`s).
       geom: MuJoCo geom id -> our geom index (or -1: a world plane or not imported).
       skipped: one line per part not imported (also the warning's text).
       mj_model: the compiled `mujoco.MjModel`.
@@ -105,9 +106,12 @@ class MjcfImport:
     mj_model: object
     actuators: tuple = ()
 
-    def control(self, model, state, ctrl) -> Control:
+    def control(self, model, state, ctrl, act=None) -> Control:
         """Our `jc.Control` for MuJoCo's actuator inputs `ctrl` (nu,) at `state` (clamped
-        to ctrlrange where the actuator is ctrllimited): position actuators set their
+        to ctrlrange where the actuator is ctrllimited), and with `act` (na,), MuJoCo's
+        activations (`activate`), the actuators with activation dynamics driven by their
+        activation instead of their ctrl, as MuJoCo drives them (without `act`, by ctrl at
+        once). Position actuators set their
         motor's target (ctrl - `motor_offset`), other actuators (`add_actuator`) their
         input `Control.motor[m]` = ctrl; a torque actuator on a hinge applies
         g ctrl about the hinge axis to the child body and the opposite to the parent, on a
@@ -120,15 +124,22 @@ class MjcfImport:
             raise ValueError(f"ctrl must have shape ({m.nu},) (the model's actuators), got "
                              f"{ctrl.shape}")
         limited = np.asarray(m.actuator_ctrllimited, bool)
-        ranges = np.asarray(m.actuator_ctrlrange, float)
+        ranges = jnp.asarray(m.actuator_ctrlrange, ctrl.dtype)     # (the model's precision)
         ctrl = jnp.where(limited, jnp.clip(ctrl, ranges[:, 0], ranges[:, 1]), ctrl)
+        if act is not None:
+            act = jnp.asarray(act, ctrl.dtype)
+            if act.shape != (m.na,):
+                raise ValueError(f"act must have shape ({m.na},) (the model's activations), "
+                                 f"got {act.shape}")
+            stateful = np.nonzero(np.asarray(m.actuator_actadr) >= 0)[0]
+            ctrl = ctrl.at[stateful].set(act[np.asarray(m.actuator_actadr)[stateful]])
         n = model.n_body
         force = jnp.zeros((n + 1, 3), ctrl.dtype)     # row n: the world, dropped
         torque = jnp.zeros((n + 1, 3), ctrl.dtype)
         motor = jnp.zeros((model.n_motor,), ctrl.dtype)
         for a, kind, index, gain in self.actuators:
             if kind == "motor":
-                motor = motor.at[index].set(ctrl[a] - self.motor_offset[index])
+                motor = motor.at[index].set(ctrl[a] - float(self.motor_offset[index]))
                 continue
             if kind == "actuator":
                 motor = motor.at[index].set(ctrl[a])
@@ -147,6 +158,46 @@ class MjcfImport:
             if parent >= 0:
                 torque = torque.at[parent].add(jnp.cross(anchor - state.pos[parent], -value))
         return Control(force=force[:n], torque=torque[:n], motor=motor)
+
+
+    def activate(self, act, ctrl, dt=None):
+        """MuJoCo's activations (na,) one step on: act + Δt ȧ for actuators with a filter
+        (ȧ = (ctrl - act)/τ; filterexact: act + (ctrl - act)(1 - exp(-Δt/τ))) or an
+        integrator (ȧ = ctrl), clamped to actrange where actlimited (MuJoCo's Euler step of
+        `act`, its `actearly` off: the force of a step uses the activation at its start).
+        Start from zeros (MuJoCo's act0). `dt`: the step (default the model file's).
+        Jittable and differentiable; carry `act` beside the state and pass it to `control`.
+        """
+        mujoco = _mujoco()
+        m = self.mj_model
+        dt = float(m.opt.timestep) if dt is None else dt
+        ctrl = jnp.asarray(ctrl)
+        act = jnp.asarray(act, ctrl.dtype)
+        if ctrl.shape != (m.nu,) or act.shape != (m.na,):
+            raise ValueError(f"ctrl and act must have shapes ({m.nu},) and ({m.na},), got "
+                             f"{ctrl.shape} and {act.shape}")
+        limited = np.asarray(m.actuator_ctrllimited, bool)
+        ranges = jnp.asarray(m.actuator_ctrlrange, ctrl.dtype)     # (the model's precision)
+        ctrl = jnp.where(limited, jnp.clip(ctrl, ranges[:, 0], ranges[:, 1]), ctrl)
+        dyn = mujoco.mjtDyn
+        for a in range(m.nu):
+            i, kind = int(m.actuator_actadr[a]), int(m.actuator_dyntype[a])
+            if i < 0:
+                continue
+            tau = max(float(m.actuator_dynprm[a, 0]), 1e-12)   # MuJoCo's own floor on τ
+            if kind == int(dyn.mjDYN_FILTER):
+                new = act[i] + dt * (ctrl[a] - act[i]) / tau
+            elif kind == int(dyn.mjDYN_FILTEREXACT):
+                new = act[i] + (ctrl[a] - act[i]) * (1.0 - np.exp(-dt / tau))
+            elif kind == int(dyn.mjDYN_INTEGRATOR):
+                new = act[i] + dt * ctrl[a]
+            else:
+                raise ValueError(f"actuator {a}: activation dynamics {dyn(kind).name} are not "
+                                 "supported by activate")
+            if m.actuator_actlimited[a]:
+                new = jnp.clip(new, *(float(v) for v in m.actuator_actrange[a]))
+            act = act.at[i].set(new)
+        return act
 
 
 def _mujoco():
@@ -224,7 +275,9 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
       dt: the time step, s (default: the file's `timestep`).
       qpos, qvel: MuJoCo's generalized position (nq,) and velocity (nv,) of the initial
         state (default: the model's qpos0, at rest). Joint angles and motor targets of ours
-        are 0 at this configuration (`MjcfImport.motor_offset`); limits are shifted to match.
+        are 0 at this configuration (`MjcfImport.motor_offset`), limits shifted to match,
+        except a hinge whose range reaches past ±180° from it: its angle is 0 at the
+        range's middle (`add_joint(coordinate=)`)
       stiffness, damping: contact penalty stiffness (N/m) and damping (N s/m) of every geom
         and plane (default: `jc.Scene`'s).
       joint_stiffness: k of the joints' position rows, N/m (angular rows: k ℓ² N m/rad, ℓ
@@ -304,7 +357,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
     angular = joint_stiffness * extent ** 2
     kinds = {int(joint_t.mjJNT_HINGE): "hinge", int(joint_t.mjJNT_SLIDE): "slider",
              int(joint_t.mjJNT_BALL): "ball"}
-    joint_map, of_mj_joint, build_q = {}, {}, {}
+    joint_map, of_mj_joint, origin = {}, {}, {}
     for r in groups:
         joints = [j for j in range(m.njnt) if m.jnt_bodyid[j] == r]
         if [int(m.jnt_type[j]) for j in joints] == [int(joint_t.mjJNT_FREE)]:
@@ -326,17 +379,21 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             else:
                 carrier = body
             dof = m.jnt_dofadr[j]
-            q = float(d.qpos[m.jnt_qposadr[j]]) if kind != "ball" else 0.0
-            build_q[j] = q
-            limit = None
+            # our coordinate is MuJoCo's less an origin q: the build pose's (0 at build), or
+            # for a hinge whose range reaches past ±180° from there, the range's middle
+            q_now = float(d.qpos[m.jnt_qposadr[j]]) if kind != "ball" else 0.0
+            q, limit = q_now, None
             if m.jnt_limited[j] and limits_on and kind != "ball":
-                limit = np.asarray(m.jnt_range[j], float) - q
-                if kind == "hinge" and (limit[0] < -np.pi or limit[1] > np.pi):
-                    skipped.append(f"joint {name!r}: range beyond ±180° from the initial "
-                                   "angle, clipped to ±180°")
-                    limit = np.clip(limit, -np.pi, np.pi)
+                span = np.asarray(m.jnt_range[j], float)
+                if kind == "hinge" and (span[0] - q < -np.pi or span[1] - q > np.pi):
+                    q = float(np.mean(span))
+                    if span[1] - span[0] > 2.0 * np.pi:
+                        skipped.append(f"joint {name!r}: range wider than 360°, clipped to "
+                                       "±180° about its middle")
+                limit = np.clip(span - q, -np.pi, np.pi) if kind == "hinge" else span - q
             elif m.jnt_limited[j] and limits_on:
                 skipped.append(f"joint {name!r}: ball joint range (a cone) not imported")
+            origin[j] = q
             properties = {"spring_stiffness": float(m.jnt_stiffness[j]) * springs_on,
                           "armature": float(m.dof_armature[dof]),
                           "friction_loss": float(m.dof_frictionloss[dof]) * friction_loss_on}
@@ -345,16 +402,16 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                     if value != 0.0:
                         skipped.append(f"joint {name!r}: {what} {value:g} of a ball joint "
                                        "not imported")
-            # side a is the child: our θ (a relative to b) is then MuJoCo's q - q_build
+            # side a is the child: our θ (a relative to b) is then MuJoCo's q less its origin
             joint_map[name] = scene.add_joint(
                 kind, carrier, previous, anchor=d.xanchor[j], axis=d.xaxis[j],
                 stiffness=joint_stiffness, angular_stiffness=angular,
                 damping=float(m.dof_damping[dof]) * dampers_on,
-                limit=None if limit is None else tuple(limit),
+                limit=None if limit is None else tuple(limit), coordinate=q_now - q,
                 **({} if limit is None else _limit_law(mujoco, m, j, dof)))
             of_mj_joint[j] = joint_map[name]
             if kind != "ball" and any(properties.values()):
-                # MuJoCo's springref is a joint coordinate like qpos: ours is 0 at build
+                # MuJoCo's springref is a joint coordinate like qpos: ours is less the origin
                 reference = float(m.qpos_spring[m.jnt_qposadr[j]]) - q
                 scene.add_joint_properties(joint_map[name], spring_reference=reference,
                                            **properties)
@@ -363,7 +420,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
             scene.exclude_pair(parent, body)     # MuJoCo's filterparent
 
     # --- tendons and equality constraints (`mjcf_actuation`) -----------------------------------
-    actuation = Actuation(mujoco, m, d, scene, of_mj_joint, build_q, group_of, joint_stiffness,
+    actuation = Actuation(mujoco, m, d, scene, of_mj_joint, origin, group_of, joint_stiffness,
                           skipped, lambda kind, i: _name(mujoco, m, kind, i))
     actuation.tendons()
     actuation.equalities()
@@ -491,7 +548,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         if position:
             motor_map[name] = scene.add_motor(of_mj_joint[j], kp, -float(bias[2]))
             actuators.append((a, "motor", motor_map[name], 1.0))
-            offsets.append(build_q[j])
+            offsets.append(origin[j])
         elif torque:
             kind = kinds[int(m.jnt_type[j])]
             actuators.append((a, kind, of_mj_joint[j], kp * float(m.actuator_gear[a, 0])))

@@ -16,11 +16,12 @@
   build time (MuJoCo's compiler makes them so at qpos0).
 - Actuators with a fixed gain and no or an affine bias on a hinge, a slide or an imported
   fixed tendon become `Scene.add_actuator` (MuJoCo's force clamp(gain ctrl + b0 + b1 l +
-  b2 l̇) with its gear and forcerange; l measured from the build pose, so b0 takes b1 times
-  MuJoCo's length there), except the two forms `mjcf` maps to its own laws: a position
+  b2 l̇) with its gear and forcerange; l measured from the joints' origins, so b0 takes b1
+  times MuJoCo's length there), except the two forms `mjcf` maps to its own laws: a position
   actuator of gear 1 on a hinge (a motor, `add_motor`) and a torque actuator on a hinge or a
-  slide (a joint torque in `MjcfImport.control`). Activation dynamics (filter, integrator)
-  are named: the force follows ctrl at once.
+  slide (a joint torque in `MjcfImport.control`). Activation dynamics (filter, filterexact,
+  integrator) are the controller's state: `MjcfImport.activate` steps MuJoCo's act and
+  `MjcfImport.control(..., act=)` drives those actuators by it; others are named.
 """
 
 from __future__ import annotations
@@ -64,23 +65,24 @@ def _merge(*parts):
 class Actuation:
     """The import of tendons, equalities and actuators of one compiled model `m` (state `d`)
     into `scene`, given the joints already imported: `of_mj_joint` (MuJoCo joint -> ours),
-    `build_q` (MuJoCo joint -> its coordinate at build), `group_of` (MuJoCo body -> ours)."""
+    `origin` (MuJoCo joint -> its coordinate where ours is 0: its build value, or its
+    range's middle), `group_of` (MuJoCo body -> ours)."""
 
-    def __init__(self, mujoco, m, d, scene, of_mj_joint, build_q, group_of, joint_stiffness,
+    def __init__(self, mujoco, m, d, scene, of_mj_joint, origin, group_of, joint_stiffness,
                  skipped, name):
         self.mujoco, self.m, self.d, self.scene = mujoco, m, d, scene
-        self.of_mj_joint, self.build_q, self.group_of = of_mj_joint, build_q, group_of
+        self.of_mj_joint, self.origin, self.group_of = of_mj_joint, origin, group_of
         self.joint_stiffness, self.skipped, self.name = joint_stiffness, skipped, name
-        self.fixed = {}   # MuJoCo tendon -> (our joints, coefficients, its length at build)
+        self.fixed = {}   # MuJoCo tendon -> (our joints, coefficients, its length at ours 0)
         self.instant = []  # actuators whose activation dynamics are not imported
 
     def _coordinate(self, j):
-        """(our joint, MuJoCo's coordinate at build) of a hinge or slide MuJoCo joint j, or
-        None."""
+        """(our joint, MuJoCo's coordinate where ours is 0) of a hinge or slide MuJoCo joint
+        j, or None."""
         kinds = (int(self.mujoco.mjtJoint.mjJNT_HINGE), int(self.mujoco.mjtJoint.mjJNT_SLIDE))
         if int(self.m.jnt_type[j]) not in kinds or j not in self.of_mj_joint:
             return None
-        return self.of_mj_joint[j], self.build_q[j]
+        return self.of_mj_joint[j], self.origin[j]
 
     # --- tendons -----------------------------------------------------------------------------
     def tendons(self):
@@ -192,8 +194,8 @@ class Actuation:
                                     f"{eq(kind).name[5:].lower()} not imported")
 
     def _combination(self, i, tendon):
-        """(joints, coefficients, MuJoCo's value at build, at qpos0, effective mass) of
-        tendon or joint i, or None."""
+        """(joints, coefficients, MuJoCo's value where ours is 0, at qpos0, effective mass)
+        of tendon or joint i, or None."""
         m = self.m
         if tendon:
             if i not in self.fixed:
@@ -284,7 +286,9 @@ class Actuation:
             self.skipped.append(f"actuator {name!r}: only fixed gains and affine biases are "
                                 "imported")
             return None
-        if int(m.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
+        stepped = {int(mujoco.mjtDyn.mjDYN_NONE), int(mujoco.mjtDyn.mjDYN_FILTER),
+                   int(mujoco.mjtDyn.mjDYN_FILTEREXACT), int(mujoco.mjtDyn.mjDYN_INTEGRATOR)}
+        if int(m.actuator_dyntype[a]) not in stepped:
             self.instant.append(name)
         gear = float(m.actuator_gear[a, 0])
         bias = np.asarray(m.actuator_biasprm[a, :3], float)
@@ -294,7 +298,7 @@ class Actuation:
             self.skipped.append(f"actuator {name!r}: a bias pushing away from its reference "
                                 f"(b1 {bias[1]:g}, b2 {bias[2]:g} > 0) is not imported")
             return None
-        # MuJoCo's length is gear × its coordinate; ours is 0 at build
+        # MuJoCo's length is gear × its coordinate; ours is less the origin's
         bias[0] += bias[1] * gear * at_build
         force_range = (tuple(float(v) for v in m.actuator_forcerange[a])
                        if m.actuator_forcelimited[a] else None)
@@ -302,8 +306,10 @@ class Actuation:
                                        bias=tuple(bias), force_range=force_range)
 
     def finish(self):
-        """Name, in one line, the actuators whose activation dynamics were left out."""
+        """Name, in one line, the actuators whose activation dynamics `MjcfImport.activate`
+        cannot step (muscles, user dynamics)."""
         if self.instant:
             self.skipped.append(f"{len(self.instant)} actuator(s) ({', '.join(self.instant[:4])}"
                                 f"{', ...' if len(self.instant) > 4 else ''}): activation "
-                                "dynamics not imported, the force follows ctrl at once")
+                                "dynamics other than filter or integrator not imported, the "
+                                "force follows ctrl at once")

@@ -161,7 +161,7 @@ class JointRecord:
 def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), stiffness,
               damping=0.0, limit=None, limit_stiffness=None, limit_damping=0.0,
               rest_length=None, collide=False, angular_stiffness=None,
-              anchor_b=None) -> int:
+              anchor_b=None, coordinate=0.0) -> int:
     """Add a soft joint (ADD §5.3; see `jc.Joint` for its energy). Returns its index.
 
     All geometry is given in WORLD coordinates at the bodies' current poses and stored in
@@ -179,7 +179,7 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
       damping: viscous damping c >= 0 of the free coordinate(s): N m s/rad for hinges and
         balls (relative spin), N s/m for sliders and cables (cables only while taut).
       limit: (lo, hi) on the hinge angle (rad, within [-π, π]) or the slider position
-        (m), both 0 at build time; hinges and sliders only.
+        (m), `coordinate` at build time; hinges and sliders only.
       limit_stiffness: k_lim of the limit penalty (default: stiffness), N m/rad² or N/m.
       limit_damping: c_lim >= 0 of the limit while it pushes, N m s/rad or N s/m: the limit's
         torque is max(0, k_lim (lo - θ) - c_lim θ̇) (and the mirror at hi), continuous in
@@ -188,6 +188,10 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
       collide: whether the two bodies may still collide with each other.
       angular_stiffness: k of the axis-alignment rows, N m (default: stiffness's value).
       anchor_b: "distance" only: the attachment point on body b (default: anchor).
+      coordinate: the hinge angle (rad, within [-π, π]) or the slider position (m) at build
+        time (default 0): limits, spring references (`add_joint_properties`), motor targets
+        and tendon lengths are measured in it. (A hinge's angle lives in (-π, π]: a range
+        wider than π either side of the build pose fits when the origin is its middle.)
     """
     check.choice("kind", kind, KINDS)
     a, b = scene.body_pair(body_a, body_b)
@@ -215,6 +219,12 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
             k_lim = check.number("limit_stiffness", limit_stiffness, positive=True)
     elif limit_stiffness is not None:
         raise ValueError(f"limit_stiffness needs a limit, got {limit_stiffness!r}")
+    x0 = check.number("coordinate", coordinate)
+    if x0 and kind not in ("hinge", "slider"):
+        raise ValueError(f"coordinate is only for hinge and slider joints, got "
+                         f"{coordinate!r} for kind {kind!r}")
+    if kind == "hinge" and not -np.pi <= x0 <= np.pi:
+        raise ValueError(f"coordinate of a hinge must lie in [-pi, pi] rad, got {coordinate!r}")
     c_lim = check.number("limit_damping", limit_damping, low=0)
     if limit is None and c_lim > 0:
         raise ValueError(f"limit_damping needs a limit, got {limit_damping!r}")
@@ -239,12 +249,17 @@ def add_joint(scene, kind, body_a, body_b=-1, *, anchor, axis=(0.0, 0.0, 1.0), s
     helper = np.eye(3)[int(np.argmin(np.abs(direction)))]
     ref = np.cross(direction, helper)
     ref = ref / np.linalg.norm(ref)
+    ref_b = ref
+    if kind == "hinge":      # θ = x0 now: b's reference turned back by x0 about the axis
+        ref_b = (np.cos(x0) * ref - np.sin(x0) * np.cross(direction, ref))
+    elif kind == "slider":   # s = n·(p_a - p_b) = x0 now
+        point_b = point_b - x0 * direction
     (rot_a, pos_a), (rot_b, pos_b) = scene.frame(a), scene.frame(b)
     records = scene.records("joint")
     records.append(JointRecord(
         kind=kind, body_a=a, body_b=b, anchor_a=rot_a.T @ (point - pos_a),
         anchor_b=rot_b.T @ (point_b - pos_b), axis_a=rot_a.T @ direction,
-        axis_b=rot_b.T @ direction, ref_a=rot_a.T @ ref, ref_b=rot_b.T @ ref,
+        axis_b=rot_b.T @ direction, ref_a=rot_a.T @ ref, ref_b=rot_b.T @ ref_b,
         stiffness=k, angular_stiffness=k_ang, damping=c, rest_length=rest, lower=float(lo),
         upper=float(hi), limit_stiffness=k_lim, limit_damping=c_lim,
         limited=limit is not None))

@@ -659,3 +659,37 @@ def test_limit_damping_absorbs_the_rebound_continuously():
                - float(_spin_after_the_limit(c - h)[0])) / (2 * h)
     assert reverse == pytest.approx(central, rel=1e-5)
     assert reverse > 0.0          # more damping, a slower rebound
+
+
+@pytest.mark.parametrize("kind", ["hinge", "slider"])
+def test_a_joint_built_at_a_coordinate_measures_from_it(kind):
+    """`add_joint(coordinate=x0)`: the coordinate reads x0 at build, so a spring with
+    reference x0 holds the body still, and one with reference x0 - 0.1 moves it exactly as
+    the same joint built at 0 with reference -0.1 does (a hinge's x0 = 3.0, near π, too)."""
+    x0 = 3.0 if kind == "hinge" else 0.4
+
+    def first_step(coordinate, reference):
+        scene = jc.Scene(dt=1e-3, gravity=(0.0, 0.0, 0.0))
+        rod = scene.add_body(1.0, (1e-4, 1.0 / 12, 1.0 / 12), pos=(0.5, 0.0, 0.0))
+        axis = (0.0, 0.0, 1.0) if kind == "hinge" else (1.0, 0.0, 0.0)
+        joint = scene.add_joint(kind, rod, -1, anchor=(0.0, 0.0, 0.0), axis=axis,
+                                stiffness=1e6, coordinate=coordinate)
+        scene.add_joint_properties(joint, spring_stiffness=2.0, spring_reference=reference)
+        model, state = scene.build()
+        final, info = jc.step(model, state)
+        assert bool(info.converged)
+        return np.concatenate([np.asarray(final.vel[0]), np.asarray(final.ang_vel[0])])
+
+    assert np.max(np.abs(first_step(x0, x0))) < 1e-9
+    moved, same = first_step(x0, x0 - 0.1), first_step(0.0, -0.1)
+    assert np.max(np.abs(moved)) > 1e-5
+    np.testing.assert_allclose(moved, same, rtol=1e-7, atol=1e-12)
+
+
+def test_a_joints_coordinate_is_checked():
+    scene = jc.Scene(dt=1e-3)
+    rod = scene.add_body(1.0, (0.1, 0.1, 0.1))
+    for kind, value in (("hinge", 3.5), ("ball", 0.2), ("hinge", float("nan"))):
+        with pytest.raises(ValueError, match="coordinate"):
+            scene.add_joint(kind, rod, -1, anchor=(0.0, 0.0, 0.0), stiffness=1e4,
+                            coordinate=value)
