@@ -13,8 +13,8 @@ compile time and scene-steps/s; then the same second under random controls (each
 actuator's ctrl uniform in its ctrlrange, or [-1, 1] where it has none, through
 `MjcfImport.control`), its converged share and finiteness; then, unless `--skip-speed`,
 `--speed-steps` passive steps of `--speed-batch` scenes, ours and MJX's
-(`benchmarks.mjcf_models.run_mjx`, the file's own solver settings) in the same process, and
-their ratio. A model that fails to import or build is recorded with its error, and the next
+(`benchmarks.mjcf_models.run_mjx`, the file's own solver settings, in a process of its own
+given `--mjx-timeout` seconds) one after the other, and their ratio. A model that fails to import or build is recorded with its error, and the next
 one runs.
 
 Writes results/<name>.json and prints the table (model, bodies, DOFs, lines not imported,
@@ -60,7 +60,8 @@ def compiled(source):
     return source
 
 
-def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps):
+def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps,
+            mjx_timeout=300):
     import jax
     import jax.numpy as jnp
     import jaxcontact as jc
@@ -110,8 +111,6 @@ def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps)
                random_finite=bool(np.all(np.isfinite(np.asarray(final.pos)))))
 
     if speed_batch:
-        from benchmarks.mjcf_models import run_mjx
-
         spin = 0.1 * jax.random.normal(jax.random.PRNGKey(seed), (speed_batch,)
                                        + state.ang_vel.shape, dtype)
         many = jax.vmap(lambda w: state.replace(ang_vel=state.ang_vel + w))(spin)
@@ -125,12 +124,37 @@ def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps)
         best, _ = best_time(program, many, repeats=2)
         ours["steps_per_s"] = speed_batch * speed_steps / best
         row["speed"] = {"batch": speed_batch, "steps": speed_steps, "ours": ours}
-        try:
-            mjx = run_mjx(m, speed_batch, speed_steps, 2, seed)
+        mjx = mjx_in_subprocess(source, speed_batch, speed_steps, seed, mjx_timeout)
+        if "steps_per_s" in mjx:
             row["speed"].update(mjx=mjx, ratio=ours["steps_per_s"] / mjx["steps_per_s"])
-        except Exception as error:     # a model MJX cannot take
-            row["speed"]["mjx_error"] = f"{type(error).__name__}: {error}"[:300]
+        else:                          # a model MJX cannot take, or not in the time given
+            row["speed"]["mjx_error"] = mjx["error"]
     return row
+
+
+def mjx_in_subprocess(source, batch, steps, seed, timeout):
+    """`benchmarks.mjcf_models.run_mjx` in its own process, given `timeout` seconds (MJX on
+    some models, e.g. gymnasium's pusher with its cylinder and meshes, runs minutes per step
+    on a CPU): its result, or {"error": why}."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from benchmarks.mjcf_coverage import compiled; "
+            "from benchmarks.mjcf_models import run_mjx; "
+            f"m = compiled({source!r}); import mujoco; "
+            "m = m if isinstance(m, mujoco.MjModel) else mujoco.MjModel.from_xml_path(m); "
+            f"print(json.dumps(run_mjx(m, {batch}, {steps}, 2, {seed})))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "MUJOCO_GL": "disable"})
+    except subprocess.TimeoutExpired:
+        return {"error": f"MJX did not finish {batch} x {steps} steps (compile included) "
+                         f"in {timeout} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    return json.loads(lines[-1])
 
 
 def main():
@@ -143,6 +167,8 @@ def main():
     p.add_argument("--speed-batch", type=int, default=64)
     p.add_argument("--speed-steps", type=int, default=50)
     p.add_argument("--skip-speed", action="store_true")
+    p.add_argument("--mjx-timeout", type=float, default=300.0,
+                   help="seconds MJX is given per model (its own process)")
     p.add_argument("--name", default="mjcf_coverage")
     args = p.parse_args()
 
@@ -159,7 +185,8 @@ def main():
             continue
         try:
             row = run_one(name, source, args.seconds, args.batch, dtype, args.seed,
-                          0 if args.skip_speed else args.speed_batch, args.speed_steps)
+                          0 if args.skip_speed else args.speed_batch, args.speed_steps,
+                          args.mjx_timeout)
         except Exception as error:      # recorded, and the next model runs
             row = {"model": name, "error": f"{type(error).__name__}: {error}"[:500]}
         jax.clear_caches()
