@@ -191,6 +191,10 @@ def main():
             row = {"model": name, "error": f"{type(error).__name__}: {error}"[:500]}
         jax.clear_caches()
         rows.append(row)
+        # (written after every model, so that a long run interrupted keeps what it measured)
+        write_results({"benchmark": "mjcf_coverage", "provenance": jax_provenance(),
+                       "settings": vars(args), "dtype": str(jnp.dtype(dtype)), "rows": rows,
+                       "partial": True}, args.name + ".partial")
         if "error" in row:
             log(f"{name}: FAILED {row['error']}")
         else:
