@@ -32,10 +32,21 @@ def test_gymnasium_pusher_runs_converged_passive_and_driven():
     _check("pusher", dict(mjcf_coverage.sources())["pusher"], 0.2)
 
 
-@pytest.mark.slow   # about half an hour: 33 models, two programs each
-def test_every_gymnasium_and_dm_control_model_runs_converged():
-    """All of gymnasium's and dm_control's suite's models (dm_control's where installed):
+# known exceptions, each stated in the import guide and issue 65's notes
+_KNOWN = {
+    "dmc/point_mass": pytest.mark.xfail(strict=True, reason="97.0 % / 93.5 % of its steps "
+                                        "converge: some reach the 50-iteration cap"),
+    "dmc/dog": pytest.mark.skip(reason="its first second takes over 20 minutes on two cores "
+                                "(46 ellipsoids as 162-vertex meshes)"),
+}
+
+
+@pytest.mark.slow   # about a minute a model: 33 models, two programs each
+@pytest.mark.parametrize("name, source", [
+    pytest.param(name, source, marks=_KNOWN.get(name, ()), id=name)
+    for name, source in mjcf_coverage.sources()])
+def test_every_gymnasium_and_dm_control_model_runs_converged(name, source):
+    """Each of gymnasium's and dm_control's suite's models (dm_control's where installed):
     nothing named as not imported, one second passive and one under random controls, every
     float32 step converged and the states finite."""
-    for name, source in mjcf_coverage.sources():
-        _check(name, source, 1.0)
+    _check(name, source, 1.0)
