@@ -156,7 +156,6 @@ def hopper_task(*, forward_reward_weight=1.0, ctrl_cost_weight=1e-3, healthy_rew
                          f"{terminate_when_unhealthy!r}")
     imported, model, state, coords = _load(xml, "hopper", dt, stiffness, damping, solver, dtype)
     period = dt * substeps
-    nq, nv = imported.mj_model.nq, imported.mj_model.nv
 
     def healthy(state):
         qpos, qvel = coords.qpos(state), coords.qvel(state)
@@ -174,21 +173,8 @@ def hopper_task(*, forward_reward_weight=1.0, ctrl_cost_weight=1e-3, healthy_rew
         return (forward * velocity + alive * healthy(next_state).astype(velocity.dtype)
                 - ctrl_weight * jnp.sum(jnp.square(ctrl)))
 
-    def reset(model, state, key):
-        k_pos, k_vel = jax.random.split(key)
-        dtype_ = state.pos.dtype
-        qpos = (jnp.asarray(coords.qpos_build, dtype_)
-                + jax.random.uniform(k_pos, (nq,), dtype_, -noise, noise))
-        qvel = jax.random.uniform(k_vel, (nv,), dtype_, -noise, noise)
-        return model, coords.state(state, qpos, qvel)
-
-    def done(model, state):
-        return ~healthy(state)
-
-    task = Task(model=model, state=state, reward=reward, episode_length=episode_length,
-                reset=reset, done=done if terminate_when_unhealthy else None,
-                substeps=substeps)
-    return Bundle(task=task, observe=observe, act=_act(imported), action_size=imported.mj_model.nu)
+    return _bundle(model, state, imported, coords, reward, observe, healthy, noise, False,
+                   episode_length, terminate_when_unhealthy, substeps)
 
 
 def contact_forces(coords: MjcfCoordinates, model, state):
@@ -262,7 +248,6 @@ def ant_task(*, forward_reward_weight=1.0, ctrl_cost_weight=0.5, contact_cost_we
             raise ValueError(f"{name} must be a bool, got {flag!r}")
     imported, model, state, coords = _load(xml, "ant", dt, stiffness, damping, solver, dtype)
     period = dt * substeps
-    nq, nv = imported.mj_model.nq, imported.mj_model.nv
     torso = 1   # gymnasium's main_body
 
     def clipped_forces(model, state):
@@ -287,12 +272,24 @@ def ant_task(*, forward_reward_weight=1.0, ctrl_cost_weight=0.5, contact_cost_we
         return (forward * velocity + alive * healthy(next_state).astype(velocity.dtype)
                 - ctrl_weight * jnp.sum(jnp.square(ctrl)) - contact_weight * contact)
 
+    return _bundle(model, state, imported, coords, reward, observe, healthy, noise, True,
+                   episode_length, terminate_when_unhealthy, substeps)
+
+
+def _bundle(model, state, imported, coords, reward, observe, healthy, noise, gaussian_velocity,
+            episode_length, terminate_when_unhealthy, substeps) -> Bundle:
+    """The `Bundle` of a locomotion task: reset noise on MuJoCo's qpos (uniform ±noise) and
+    qvel (uniform ±noise, or noise·N(0, 1) where `gaussian_velocity`: Ant-v5), done when not
+    healthy (with `terminate_when_unhealthy`)."""
+    nq, nv = imported.mj_model.nq, imported.mj_model.nv
+
     def reset(model, state, key):
         k_pos, k_vel = jax.random.split(key)
         dtype_ = state.pos.dtype
         qpos = (jnp.asarray(coords.qpos_build, dtype_)
                 + jax.random.uniform(k_pos, (nq,), dtype_, -noise, noise))
-        qvel = noise * jax.random.normal(k_vel, (nv,), dtype_)
+        qvel = (noise * jax.random.normal(k_vel, (nv,), dtype_) if gaussian_velocity
+                else jax.random.uniform(k_vel, (nv,), dtype_, -noise, noise))
         return model, coords.state(state, qpos, qvel)
 
     def done(model, state):
