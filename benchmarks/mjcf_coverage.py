@@ -61,7 +61,7 @@ def compiled(source):
 
 
 def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps,
-            mjx_timeout=300):
+            mjx_timeout=300, contact="penalty"):
     import jax
     import jax.numpy as jnp
     import jaxcontact as jc
@@ -70,7 +70,7 @@ def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps,
     row = {"model": name}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", jc.io.MjcfWarning)   # its lines: info.skipped
-        scene, info = jc.io.load_mjcf(compiled(source))
+        scene, info = jc.io.load_mjcf(compiled(source), contact=contact)
     row["not_imported"] = list(info.skipped)
     model, state = scene.build(dtype=dtype)
     m = info.mj_model
@@ -169,6 +169,8 @@ def main():
     p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--mjx-timeout", type=float, default=300.0,
                    help="seconds MJX is given per model (its own process)")
+    p.add_argument("--contact", choices=["penalty", "mujoco"], default="penalty",
+                   help="load_mjcf's contact: our penalty defaults or the files' solref / solimp")
     p.add_argument("--name", default="mjcf_coverage")
     args = p.parse_args()
 
@@ -186,7 +188,7 @@ def main():
         try:
             row = run_one(name, source, args.seconds, args.batch, dtype, args.seed,
                           0 if args.skip_speed else args.speed_batch, args.speed_steps,
-                          args.mjx_timeout)
+                          args.mjx_timeout, args.contact)
         except Exception as error:      # recorded, and the next model runs
             row = {"model": name, "error": f"{type(error).__name__}: {error}"[:500]}
         jax.clear_caches()

@@ -13,7 +13,7 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   cheetah) become a chain of light bodies (`chain_mass` of the body's mass) joined by one
   joint each. Joint damping is the joints' damping. Hinge and slide ranges become limits
   (`add_joint(limit_stiffness, limit_damping)`) that hold a load as MuJoCo's soft limits
-  do: `mjcf_actuation.impedance_law` maps solref / solimp to the static stiffness
+  do: `mjcf_solref.impedance_law` maps solref / solimp to the static stiffness
   k_lim = m d k / (1 - d) (m the coordinate's effective inertia, 1 / `dof_invweight0`) and
   MuJoCo's damping ratio. (A penalty cannot match both MuJoCo's static hold and its
   transient, which is 1/sqrt(1 - d) = 4.5 times slower at d = 0.95; gymnasium's cart-pole
@@ -44,8 +44,10 @@ kinematics of one `mjData` at the chosen configuration give every world pose. Th
   exclude some is named); MuJoCo's disable flags for contact (or all constraints) leave
   every geom drawn only; body pairs none of whose geoms may touch, `<exclude>` pairs and
   parent-child pairs (MuJoCo's filterparent) never collide. Friction is the geom's sliding coefficient (pairs take the
-  mean, MuJoCo the max); contact stiffness and damping are penalty parameters of ours, not
-  MuJoCo's solref / solimp: give them as arguments.
+  mean, MuJoCo the max). Contact stiffness and damping are penalty parameters of ours, given
+  as arguments, or with contact="mujoco" each geom's from its solref / solimp
+  (`io.mjcf_solref.contact_law`: MuJoCo's resting penetration and damping ratio against
+  the static world).
 - Fluid forces (`<option density viscosity wind>`): MuJoCo's inertia-based model on every
   moving MuJoCo body, welded ones each on its own box (`io.mjcf_fluid`, `models.fluid`).
 
@@ -68,7 +70,8 @@ import numpy as np
 
 from jaxcontact import validate as check
 from jaxcontact.io import mjcf_fluid, mjcf_geoms
-from jaxcontact.io.mjcf_actuation import Actuation, impedance_law
+from jaxcontact.io.mjcf_actuation import Actuation
+from jaxcontact.io.mjcf_solref import contact_law, impedance_law
 from jaxcontact.math import mat_to_quat_numpy, quat_rotate
 from jaxcontact.scene import Scene
 from jaxcontact.types import Control
@@ -252,10 +255,45 @@ def _combined_inertia(masses, centres, rotations, moments):
 
 def _limit_law(mujoco, m, j, dof):
     """limit_stiffness and limit_damping of joint j's range from its solref / solimp
-    (`mjcf_actuation.impedance_law`, on the coordinate's effective inertia at qpos0)."""
+    (`mjcf_solref.impedance_law`, on the coordinate's effective inertia at qpos0)."""
     stiffness, damping = impedance_law(mujoco, m, m.jnt_solref[j], m.jnt_solimp[j],
                                        1.0 / float(m.dof_invweight0[dof]))
     return {"limit_stiffness": stiffness, "limit_damping": damping}
+
+
+# contact="mujoco": the world's surfaces are this many times stiffer than the stiffest geom,
+# so that a pair with the world has the geom's stiffness (`_surface`) to 1e-6 relative
+WORLD_STIFFNESS = 1e6
+
+
+def _contact_laws(mujoco, m, gravity):
+    """{geom: (stiffness, damping)} of every colliding geom on a moving body, as its contact
+    with the static world (`mjcf_solref.contact_law`: the geom's solref / solimp; the contact
+    inertia its MuJoCo body's 1 / body_invweight0; μ the larger of its and the world's, as
+    MuJoCo takes a pair's)."""
+    colliding = (m.geom_contype > 0) | (m.geom_conaffinity > 0)
+    on_world = colliding & (m.geom_bodyid == 0)
+    world_mu = float(np.max(m.geom_friction[on_world, 0], initial=0.0))
+    laws = {}
+    for g in np.flatnonzero(colliding & (np.asarray(m.body_weldid)[m.geom_bodyid] != 0)):
+        inverse = float(m.body_invweight0[m.geom_bodyid[g], 0])
+        laws[int(g)] = contact_law(mujoco, m, m.geom_solref[g], m.geom_solimp[g],
+                                   1.0 / max(inverse, 1e-12), float(np.linalg.norm(gravity)),
+                                   max(float(m.geom_friction[g, 0]), world_mu),
+                                   int(m.geom_condim[g]))
+    return laws
+
+
+def _surface(law):
+    """A geom's stiffness and damping of its `_contact_laws` entry: pairs take the harmonic
+    mean of stiffness and the mean of damping (`models.contacts.HOW`), so half the stiffness
+    and twice the damping give the law against the world (stiffness WORLD_STIFFNESS times
+    larger, damping 0). Two geoms together get the harmonic pair's stiffness m1 m2 / (m1 + m2)
+    κ, MuJoCo's, and the sum of their dampings: over-damped, by (m1 + m2)² / (m1 m2) >= 4
+    for one κ."""
+    if law is None:
+        return {}
+    return {"stiffness": 0.5 * law[0], "damping": 2.0 * law[1]}
 
 
 def _mesh_vertices(m, g):
@@ -265,7 +303,7 @@ def _mesh_vertices(m, g):
 
 
 def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=None,
-              joint_stiffness=None, chain_mass=0.01, unsupported="warn"):
+              contact="penalty", joint_stiffness=None, chain_mass=0.01, unsupported="warn"):
     """Build a `jc.Scene` from an MJCF model, and report what was mapped (`MjcfImport`).
 
     Args:
@@ -279,7 +317,11 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         except a hinge whose range reaches past ±180° from it: its angle is 0 at the
         range's middle (`add_joint(coordinate=)`)
       stiffness, damping: contact penalty stiffness (N/m) and damping (N s/m) of every geom
-        and plane (default: `jc.Scene`'s).
+        and plane (default: `jc.Scene`'s), with contact="penalty".
+      contact: "penalty" (the same stiffness and damping everywhere: the arguments above) or
+        "mujoco": each geom's from its solref / solimp, so that it rests on the static world
+        at MuJoCo's penetration under its body's weight with MuJoCo's damping ratio
+        (`io.mjcf_solref.contact_law`; the world's surfaces then take no part).
       joint_stiffness: k of the joints' position rows, N/m (angular rows: k ℓ² N m/rad, ℓ
         MuJoCo's model extent). Default: the total weight over 1e-3 ℓ (a sag of at most
         about 1e-3 ℓ).
@@ -299,6 +341,10 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
     mujoco = _mujoco()
     check.choice("unsupported", unsupported, ("warn", "raise"))
     chain_mass = check.number("chain_mass", chain_mass, positive=True, high=0.999)
+    check.choice("contact", contact, ("penalty", "mujoco"))
+    if contact == "mujoco" and (stiffness is not None or damping is not None):
+        raise ValueError(f"stiffness, damping: give them with contact='penalty' only, got "
+                         f"stiffness={stiffness!r}, damping={damping!r} with contact='mujoco'")
     m = _compile(mujoco, source)
     d = mujoco.MjData(m)
     for name, value, size, target in (("qpos", qpos, m.nq, d.qpos), ("qvel", qvel, m.nv, d.qvel)):
@@ -431,9 +477,12 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
               int(geom_t.mjGEOM_CYLINDER): "cylinder", int(geom_t.mjGEOM_ELLIPSOID): "ellipsoid",
               int(geom_t.mjGEOM_HFIELD): "hfield"}
     # MuJoCo's disable flags: no contact at all (dm_control's cart-pole, reacher, fish, ...)
+    laws = _contact_laws(mujoco, m, gravity) if contact == "mujoco" else {}
     contact = not m.opt.disableflags & (mujoco.mjtDisableBit.mjDSBL_CONTACT
                                         | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
     geom_map, masks, static, reach = {}, {}, [], 0.0
+    world = {"stiffness": WORLD_STIFFNESS * max([k for k, _ in laws.values()], default=1.0),
+             "damping": 0.0} if laws else {}
     for g in range(m.ngeom):
         name = _name(mujoco, m, obj.mjOBJ_GEOM, g)
         kind, body = int(m.geom_type[g]), group_of(m.geom_bodyid[g])
@@ -446,7 +495,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
                 skipped.append(f"geom {name!r}: a plane on a moving body")
             elif collides:
                 scene.add_plane(rotation[:, 2], float(rotation[:, 2] @ d.geom_xpos[g]),
-                                friction=friction)
+                                friction=friction, **world)
             continue
         if kind not in shapes:
             # (a geom that touches nothing is only drawn: the body's inertia is MuJoCo's)
@@ -476,7 +525,8 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         ours_kind = {"cylinder": "mesh", "ellipsoid": "mesh"}.get(shapes[kind], shapes[kind])
         geom_map[g] = scene.add_geom(body, ours_kind, pos=d.geom_xpos[g],
                                      quat=mat_to_quat_numpy(rotation), friction=friction,
-                                     collide=collides, **extra[shapes[kind]]())
+                                     collide=collides, **_surface(laws.get(g)),
+                                     **extra[shapes[kind]]())
         if collides:
             masks.setdefault(body, []).append((int(m.geom_contype[g]),
                                                int(m.geom_conaffinity[g])))
@@ -505,7 +555,7 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
         if grid is None:
             skipped.append(f"geom {name!r}: {note} is not imported")
             continue
-        scene.add_obstacle(grid, friction=float(m.geom_friction[g, 0]))
+        scene.add_obstacle(grid, friction=float(m.geom_friction[g, 0]), **world)
         if note is not None:
             skipped.append(f"geom {name!r}: {note}")
         if touching < len(moving):    # an obstacle meets every moving geom

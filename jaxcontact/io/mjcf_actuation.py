@@ -28,28 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def impedance_law(mujoco, m, solref, solimp, mass):
-    """(stiffness, damping) of a penalty that holds a load as MuJoCo's soft constraint with
-    `solref`, `solimp` does, on a coordinate of effective inertia `mass`.
-
-    MuJoCo's constraint, violated by r, blends the acceleration with weight d = solimp's d_max
-    toward its reference -b ṙ - k r (solref (τ, ζ): k = 1/(d τ² ζ²), b = 2/(d τ), τ >= 2 Δt by
-    its refsafe; or (-k', -b'): k = k'/d², b = b'/d), so that it holds a load at a violation
-    (1 - d) times the spring m d k's: the penalty's stiffness is m d k / (1 - d), and its
-    damping c = 2 ζ sqrt(stiffness m) keeps MuJoCo's damping ratio.
-    """
-    first, second = (float(v) for v in solref)
-    d = min(float(solimp[1]), 0.9999)      # MuJoCo clamps the impedance so too
-    if first > 0.0:    # (timeconst, dampratio); MuJoCo's refsafe: timeconst >= 2 timestep
-        if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE:
-            first = max(first, 2.0 * float(m.opt.timestep))
-        k, ratio = 1.0 / (d * first * first * second * second), second
-    else:              # (-stiffness, -damping): its own damping ratio, d b / (2 sqrt(d k))
-        k = -first / (d * d)
-        ratio = d * (-second / d) / (2.0 * np.sqrt(d * k))
-    stiffness = mass * d * k / (1.0 - d)
-    return stiffness, 2.0 * ratio * np.sqrt(stiffness * mass)
+from jaxcontact.io.mjcf_solref import impedance_law
 
 
 def _merge(*parts):
