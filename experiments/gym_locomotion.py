@@ -4,7 +4,7 @@ environment steps and wall time.
 Tasks: `jaxcontact.control.hopper_task` / `ant_task` (gymnasium's hopper.xml / ant.xml through
 `jc.io.load_mjcf`, gymnasium's reward terms and default weights, termination when unhealthy,
 reset noise, observations in MuJoCo's coordinates; the hopper one step of 8 ms per action,
-the ant 25 steps of 2 ms: see `jaxcontact/control/locomotion.py`), float64.
+the ant 5 steps of 10 ms: see `jaxcontact/control/locomotion.py`), float64.
 
 - APG + critic (SHAC, Xu et al. 2022): `jaxcontact.control.train` with windows of `WINDOW`
   actions, `BATCH` environments, an MLP policy (tanh) and a `Critic` closing each window
@@ -21,6 +21,7 @@ compiling it costs minutes). Episodes last at most `EPISODE` actions (gymnasium:
 SHAC's claim (Xu et al. 2022, Fig. 4): SHAC reaches PPO's return with far fewer samples.
 
     python -m experiments.gym_locomotion [--quick] [--tasks hopper ant] [--seeds 3]
+        [--steps hopper=200000 ant=50000]
 
 `--quick` is a smoke check of the whole script (tiny budgets, episodes of 50 actions, the
 hopper only, one seed): its numbers are not results. The full runs take hours on CPU (see
@@ -29,6 +30,7 @@ docs/experiments.md); they keep a persistent compilation cache in .jax_cache/.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -206,6 +208,12 @@ def figure(result):
     return finish_figure(fig, axes.ravel(), title, legend=8)
 
 
+def partial(result, out_dir):
+    """Write the runs so far to <NAME>.partial.json (the full save replaces it at the end)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{NAME}.partial.json").write_text(json.dumps(result, default=float) + "\n")
+
+
 def main():
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--tasks", nargs="+", choices=sorted(MAKERS), default=None,
@@ -213,7 +221,15 @@ def main():
     p.add_argument("--methods", nargs="+", choices=["apg", "ppo", "ppo_mjx"],
                    default=["apg", "ppo", "ppo_mjx"])
     p.add_argument("--seeds", type=int, default=None, help="default 3 (--quick: 1)")
+    p.add_argument("--steps", nargs="+", default=[], metavar="TASK=N",
+                   help=f"environment steps per run of a task (default {STEPS})")
     args = p.parse_args()
+    budget = dict(STEPS)
+    for item in args.steps:
+        task, _, n = item.partition("=")
+        if task not in MAKERS or not n.isdigit() or int(n) <= 0:
+            p.error(f"--steps takes TASK=N with TASK in {sorted(MAKERS)}, got {item!r}")
+        budget[task] = int(n)
     quick = args.quick
     tasks = args.tasks or (["hopper"] if quick else ["hopper", "ant"])
     seeds = args.seeds or (1 if quick else 3)
@@ -233,12 +249,12 @@ def main():
               "ppo_settings": ppo_settings, "tasks": {}}
     for name in tasks:
         bundle = MAKERS[name](dtype=jnp.float64, episode_length=episode)
-        steps = QUICK["updates"] * batch * window if quick else STEPS[name]
+        steps = QUICK["updates"] * batch * window if quick else budget[name]
         updates = max(1, steps // (batch * window))
-        ppo_steps = QUICK["ppo_steps"] if quick else STEPS[name]
+        ppo_steps = QUICK["ppo_steps"] if quick else budget[name]
         log(f"{name}: {updates * batch * window} APG steps, {ppo_steps} PPO steps, "
             f"{seeds} seed(s)")
-        runs = {m: [] for m in args.methods}
+        runs = result["tasks"][name] = {m: [] for m in args.methods}
         for seed in range(seeds):
             if "apg" in runs:
                 runs["apg"].append(run_apg(bundle, seed, updates, window, batch))
@@ -251,9 +267,10 @@ def main():
             if "ppo_mjx" in runs:
                 runs["ppo_mjx"].append(run_ppo(mjx_env(name), seed, ppo_steps, episode,
                                                ppo_settings, "PPO (MJX)"))
-        result["tasks"][name] = runs
+            partial(result, args.out_dir)    # hours of runs: keep each seed's as it ends
     result["total_wall_s"] = time.perf_counter() - t_start
     save(NAME, result, figure(result), args.out_dir)
+    (args.out_dir / f"{NAME}.partial.json").unlink(missing_ok=True)
     log(f"total {result['total_wall_s']:.0f} s")
 
 
