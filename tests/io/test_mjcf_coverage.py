@@ -34,8 +34,6 @@ def test_gymnasium_pusher_runs_converged_passive_and_driven():
 
 # known exceptions, each stated in the import guide and issue 65's notes
 _KNOWN = {
-    "dmc/point_mass": pytest.mark.xfail(strict=True, reason="97.0 % / 93.5 % of its steps "
-                                        "converge: some reach the 50-iteration cap"),
     "dmc/dog": pytest.mark.skip(reason="its first second takes over 20 minutes on two cores "
                                 "(46 ellipsoids as 162-vertex meshes)"),
 }
