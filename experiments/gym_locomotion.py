@@ -180,6 +180,62 @@ def run_ppo(env, seed, steps, episode, settings, label):
     return {"wall_s": wall, "env_steps": steps, "curve": curve}
 
 
+BINS = 20    # the curves' points per run in the figure and the summary (returns binned)
+STYLES = {"apg": ("C0", "APG + critic (ours)"), "ppo": ("C1", "PPO, BraxEnv (ours)"),
+          "ppo_mjx": ("C2", "PPO on MJX (reference)")}
+
+
+def _budget(methods):
+    """The largest environment step count of a task's runs (PPO may overshoot its budget)."""
+    return max(max([run["env_steps"]] + [x["steps"] for x in run["curve"]])
+               for runs in methods.values() for run in runs)
+
+
+def binned(run, budget):
+    """(steps, seconds, return) of a run on BINS equal spans of environment steps: the mean
+    training episode return of the points in each span (NaN where no episode ended)."""
+    c = [x for x in run["curve"] if np.isfinite(x["episode_return"])]
+    edges = np.linspace(0.0, budget, BINS + 1)
+    steps = np.array([x["steps"] for x in c], float)
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = [x for x, n in zip(c, steps) if lo < n <= hi]
+        ret = np.mean([x["episode_return"] for x in inside]) if inside else math.nan
+        sec = np.mean([x["seconds"] for x in inside]) if inside else math.nan
+        out.append((hi, sec, ret))
+    return np.array(out)
+
+
+def summary(result):
+    """Per task and method: the final return (the last bin in which episodes ended, per
+    seed), the best bin,
+    the wall time and the steps at which the mean curve first reaches PPO-on-MJX's final
+    return."""
+    table = {}
+    for task, methods in result["tasks"].items():
+        budget = _budget(methods)
+        table[task] = {}
+        for method, runs in methods.items():
+            if not runs:
+                continue
+            curves = np.stack([binned(run, budget)[:, 2] for run in runs])
+            table[task][method] = {
+                "final_return": [float(c[np.isfinite(c)][-1]) if np.any(np.isfinite(c))
+                                 else math.nan for c in curves],
+                "best_bin_return": [float(np.nanmax(c)) for c in curves],
+                "wall_s": [float(run["wall_s"]) for run in runs],
+                "mean_curve": [float(v) for v in np.nanmean(curves, axis=0)],
+                "bin_steps": [float(v) for v in np.linspace(0, budget, BINS + 1)[1:]]}
+        reference = table[task].get("ppo_mjx")
+        if reference:
+            target = float(np.nanmean(reference["final_return"]))
+            for row in table[task].values():
+                reached = [n for n, v in zip(row["bin_steps"], row["mean_curve"])
+                           if v >= target]
+                row["steps_to_mjx_final"] = reached[0] if reached else None
+    return table
+
+
 def figure(result):
     import matplotlib
     matplotlib.use("Agg")
@@ -187,22 +243,28 @@ def figure(result):
 
     tasks = list(result["tasks"])
     fig, axes = plt.subplots(len(tasks), 2, figsize=(11, 3.6 * len(tasks)), squeeze=False)
-    styles = {"apg": ("C0", "APG + critic (ours)"), "ppo": ("C1", "PPO, BraxEnv (ours)"),
-              "ppo_mjx": ("C2", "PPO on MJX (reference)")}
     for row, task in enumerate(tasks):
-        for method, runs in result["tasks"][task].items():
-            color, label = styles[method]
-            for i, run in enumerate(runs):
-                c = [x for x in run["curve"] if np.isfinite(x["episode_return"])]
-                for col, key in ((0, "steps"), (1, "seconds")):
-                    axes[row, col].plot([x[key] for x in c], [x["episode_return"] for x in c],
-                                        ".-", color=color, alpha=0.7,
-                                        label=label if i == 0 else None)
+        methods = result["tasks"][task]
+        budget = _budget(methods)
+        for method, runs in methods.items():
+            if not runs:
+                continue
+            color, label = STYLES[method]
+            curves = np.stack([binned(run, budget) for run in runs])   # (seeds, BINS, 3)
+            for col, axis in ((0, 0), (1, 1)):
+                x = np.nanmean(curves[:, :, axis], axis=0)
+                ok = np.isfinite(x) & np.any(np.isfinite(curves[:, :, 2]), axis=0)
+                ys = curves[:, ok, 2]
+                axes[row, col].plot(x[ok], np.nanmean(ys, axis=0), ".-", color=color,
+                                    label=f"{label}, mean of {len(runs)}")
+                axes[row, col].fill_between(x[ok], np.nanmin(ys, axis=0),
+                                            np.nanmax(ys, axis=0), color=color, alpha=0.15)
         axes[row, 0].set_xlabel("environment steps")
-        axes[row, 1].set_xlabel("wall time, s (compilation included)")
+        axes[row, 1].set_xlabel("wall time, s (compilation included; mean over seeds)")
         for col in (0, 1):
             axes[row, col].set_ylabel(f"{task}: training episode return")
-    title = "gymnasium Hopper-v5 / Ant-v5"
+    title = ("gymnasium Hopper-v5 / Ant-v5: training episode return, binned; band: min-max "
+             "over seeds")
     if result["quick"]:
         title += " (--quick smoke run: not results)"
     return finish_figure(fig, axes.ravel(), title, legend=8)
@@ -269,6 +331,7 @@ def main():
                                                ppo_settings, "PPO (MJX)"))
             partial(result, args.out_dir)    # hours of runs: keep each seed's as it ends
     result["total_wall_s"] = time.perf_counter() - t_start
+    result["summary"] = summary(result)
     save(NAME, result, figure(result), args.out_dir)
     (args.out_dir / f"{NAME}.partial.json").unlink(missing_ok=True)
     log(f"total {result['total_wall_s']:.0f} s")
