@@ -319,16 +319,17 @@ def _geom_body(model, geom):
     return jnp.where(geom >= 0, body, -1)
 
 
-def _geometry(model, geom, shape, placed, suffix=""):
-    """Per-element shape data of geoms `geom` (E,): size, rounding, mesh vertices/planes,
-    and with `placed` the geom's pose in its body's frame."""
+def _geometry(model, geom, shape, placed, suffix="", n_vertices=0):
+    """Per-element shape data of geoms `geom` (E,): size, rounding, mesh vertices (the first
+    `n_vertices`: the colliders' padding, which meshes that never collide do not set) and
+    planes, and with `placed` the geom's pose in its body's frame."""
     g, table = jnp.maximum(geom, 0), model.geom
     out = {"size" + suffix: table.size[g], "rounding" + suffix: table.rounding[g]}
     if placed:
         out["geom_pos" + suffix], out["geom_quat" + suffix] = table.pos[g], table.quat[g]
     if shape == Shape.MESH:
         mesh = jnp.asarray(table.mesh, jnp.int32)[g]
-        out["vertices" + suffix] = model.mesh.vertices[mesh]
+        out["vertices" + suffix] = model.mesh.vertices[mesh][:, :n_vertices]
         out["planes" + suffix] = model.mesh.planes[mesh]
         out["count" + suffix] = jnp.asarray(model.mesh.count, jnp.int32)[mesh]
     return out
@@ -423,7 +424,8 @@ class BodyAgainstStatic(ContactTerm):
     def elements(self, model, state, control, stages):
         geom = jnp.asarray(self.geoms, jnp.int32)
         side, surface, shared = _static_side(self, model, len(self.geoms))
-        params = {**_geometry(model, geom, self.shape, self.placed), **side,
+        params = {**_geometry(model, geom, self.shape, self.placed, "", self.n_vertices),
+                  **side,
                   **_combined(_surface(model.geom, geom), surface)}
         c = geometry.proxy_count(self.shape, self.n_vertices)
         used = jax.vmap(lambda p: _proxy_mask(self.shape, p, "", c))(params)
@@ -577,7 +579,7 @@ class ParticleBody(ContactTerm):
 
     def elements(self, model, state, control, stages):
         geom, particle, used = _pair_slots(self, stages, len(model.geom.shape))
-        params = {**_geometry(model, geom, self.shape, self.placed),
+        params = {**_geometry(model, geom, self.shape, self.placed, "", self.n_vertices),
                   "radius": model.particle.radius[jnp.maximum(particle, 0)],
                   **_combined(_surface(model.particle, jnp.maximum(particle, 0)),
                               _surface(model.geom, jnp.maximum(geom, 0)))}
@@ -693,8 +695,8 @@ class BodyPair(ContactTerm):
 
     def elements(self, model, state, control, stages):
         a, b, used = _pair_slots(self, stages)
-        params = {**_geometry(model, a, self.shape_a, self.placed, "_a"),
-                  **_geometry(model, b, self.shape_b, self.placed, "_b"),
+        params = {**_geometry(model, a, self.shape_a, self.placed, "_a", self.n_vertices),
+                  **_geometry(model, b, self.shape_b, self.placed, "_b", self.n_vertices),
                   **_combined(_surface(model.geom, jnp.maximum(a, 0)),
                               _surface(model.geom, jnp.maximum(b, 0)))}
         masks = []

@@ -52,7 +52,10 @@ def contact_terms(records, no_collide, attached, laws: Laws, broad_phase: BroadP
     shapes = sorted({g.shape for g in geoms if g.collide})
     by_shape = {sh: tuple(i for i, g in enumerate(geoms) if g.shape == sh and g.collide)
                 for sh in shapes}
-    n_vertices = max((len(m.vertices) for m in records["mesh"]), default=0)
+    # the colliders' mesh padding: the largest mesh that collides (a drawn-only mesh, like
+    # dm_control's dog's 708-vertex skin, would pad every contact row set to its size)
+    n_vertices = max((len(records["mesh"][g.mesh].vertices) for g in geoms
+                      if g.collide and g.mesh >= 0), default=0)
     # geoms placed off their bodies' centres of mass, or not one geom per body
     placed = [g.body for g in geoms] != list(range(len(bodies))) or any(
         np.any(g.pos != 0.0) or np.any(g.quat != np.array([1.0, 0, 0, 0])) for g in geoms)

@@ -175,3 +175,25 @@ def test_randomized_size_scales_geom_offsets():
     np.testing.assert_allclose(scaled.geom.pos[:, 0], model.geom.pos[:, 0] * scale)
     # one draw per body: both geoms of the dumbbell scale alike
     np.testing.assert_allclose(scale[0], scale[1])
+
+
+def test_a_drawn_only_mesh_does_not_pad_the_colliders(run):
+    """A mesh that never collides (a visual skin) sets no contact rows: the colliding cube's
+    rows are its 8 vertices, not the skin's 200, and it rests at its closed-form height
+    (dm_control's dog: a 708-vertex skin padded every collider to 708 rows)."""
+    scene = jc.Scene(dt=0.002, stiffness=K)
+    scene.add_plane()
+    body = scene.add_body(1.0, (0.01, 0.01, 0.01), pos=(0.0, 0.0, 0.1))
+    cube = 0.1 * np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)],
+                          float)
+    scene.add_geom(body, "mesh", vertices=cube, pos=(0.0, 0.0, 0.1))
+    skin = np.random.default_rng(0).normal(size=(200, 3))
+    skin = 0.08 * skin / np.linalg.norm(skin, axis=1, keepdims=True)
+    scene.add_geom(body, "mesh", vertices=skin, pos=(0.0, 0.0, 0.1), collide=False)
+    model, state = scene.build()
+    rows = contact_rows(model, state)
+    assert rows.gap.shape[0] == 8
+    final, _, infos = run(model, state)
+    assert bool(jnp.all(infos.converged))
+    # four bottom corners share the weight: each sinks m g / (4 k)
+    assert float(final.pos[0, 2]) == pytest.approx(0.1 - G / (4 * K), abs=2e-6)
