@@ -208,9 +208,8 @@ def binned(run, budget):
 
 def summary(result):
     """Per task and method: the final return (the last bin in which episodes ended, per
-    seed), the best bin,
-    the wall time and the steps at which the mean curve first reaches PPO-on-MJX's final
-    return."""
+    seed), the best bin, the wall time and the steps at which the mean curve first reaches
+    PPO-on-MJX's final return."""
     table = {}
     for task, methods in result["tasks"].items():
         budget = _budget(methods)

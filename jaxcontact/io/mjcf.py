@@ -488,16 +488,16 @@ def load_mjcf(source, *, dt=None, qpos=None, qvel=None, stiffness=None, damping=
               int(geom_t.mjGEOM_CYLINDER): "cylinder", int(geom_t.mjGEOM_ELLIPSOID): "ellipsoid",
               int(geom_t.mjGEOM_HFIELD): "hfield"}
     # MuJoCo's disable flags: no contact at all (dm_control's cart-pole, reacher, fish, ...)
-    laws = _contact_laws(mujoco, m, gravity) if contact == "mujoco" else {}
-    contact = not m.opt.disableflags & (mujoco.mjtDisableBit.mjDSBL_CONTACT
-                                        | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+    contact_on = not m.opt.disableflags & (mujoco.mjtDisableBit.mjDSBL_CONTACT
+                                           | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
     geom_map, masks, static, reach = {}, {}, [], 0.0
+    laws = _contact_laws(mujoco, m, gravity) if contact == "mujoco" else {}
     world = {"stiffness": WORLD_STIFFNESS * max([k for k, _ in laws.values()], default=1.0),
              "damping": 0.0} if laws else {}
     for g in range(m.ngeom):
         name = _name(mujoco, m, obj.mjOBJ_GEOM, g)
         kind, body = int(m.geom_type[g]), group_of(m.geom_bodyid[g])
-        collides = bool(m.geom_contype[g] or m.geom_conaffinity[g]) and contact
+        collides = bool(m.geom_contype[g] or m.geom_conaffinity[g]) and contact_on
         geom_map[g] = -1
         friction = float(m.geom_friction[g, 0])
         rotation = d.geom_xmat[g].reshape(3, 3)

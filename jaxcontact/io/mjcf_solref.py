@@ -74,14 +74,15 @@ def _penalty(mujoco, m, solref, solimp, mass, accel, pyramid):
         k, d_eff = d * K, d / (d + pyramid * (1.0 - d))
         return d_eff * k / (1.0 - d_eff), d_eff * b / (2.0 * np.sqrt(d_eff * k))
 
-    width = float(solimp[2])
+    width = max(float(solimp[2]), 0.0)
+    kappa_width = at(width)[0]
     if accel is None or accel <= 0.0:
-        r = max(width, 0.0)
-    elif width <= 0.0 or accel / at(width)[0] >= width:   # held where d = d_width
-        r = accel / at(max(width, 0.0))[0]
+        r = width
+    elif width == 0.0 or accel / kappa_width >= width:   # held where d = d_width
+        r = accel / kappa_width
     else:                     # κ(r) r rises with r: bisect on (0, width)
         lo, hi = 0.0, width
-        for _ in range(200):
+        for _ in range(64):   # width / 2^64: below float64's resolution of r
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if at(mid)[0] * mid < accel else (lo, mid)
         r = 0.5 * (lo + hi)

@@ -319,7 +319,7 @@ def _geom_body(model, geom):
     return jnp.where(geom >= 0, body, -1)
 
 
-def _geometry(model, geom, shape, placed, suffix="", n_vertices=0):
+def _geometry(model, geom, shape, placed, suffix, n_vertices):
     """Per-element shape data of geoms `geom` (E,): size, rounding, mesh vertices (the first
     `n_vertices`: the colliders' padding, which meshes that never collide do not set) and
     planes, and with `placed` the geom's pose in its body's frame."""
