@@ -9,9 +9,10 @@ dm_control is optional, its models are skipped where it is missing), recording t
 steps at the file's own time step for `--batch` scenes, each starting at the model's
 initial pose with every body spun by N(0, 0.1²) rad/s (seeded), and record the share of
 converged steps, the largest Newton iteration count, whether the final state is finite,
-compile time and scene-steps/s; then the same second under random controls (each step every
-actuator's ctrl uniform in its ctrlrange, or [-1, 1] where it has none, through
-`MjcfImport.control`), its converged share and finiteness; then, unless `--skip-speed`,
+compile time and scene-steps/s, and the share of steps whose broad phase overflowed; then the
+same second under random controls (each step every actuator's ctrl uniform in its
+ctrlrange, or [-1, 1] where it has none, through `MjcfImport.control`), its converged share,
+overflow share and finiteness; then, unless `--skip-speed`,
 `--speed-steps` passive steps of `--speed-batch` scenes, ours and MJX's
 (`benchmarks.mjcf_models.run_mjx`, the file's own solver settings, in a process of its own
 given `--mjx-timeout` seconds) one after the other, and their ratio. A model that fails to import or build is recorded with its error, and the next
@@ -90,6 +91,7 @@ def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps,
     row.update(steps_per_s=batch * steps / best,
                converged=float(np.mean(np.asarray(step_info.converged))),
                iterations_max=int(np.max(np.asarray(step_info.iterations))),
+               overflow=float(np.mean(np.asarray(step_info.overflow))),
                finite=bool(np.all(np.isfinite(np.asarray(final.pos)))))
 
     # random controls: ctrl ~ U(ctrlrange) (or U(-1, 1)) afresh each step
@@ -108,6 +110,7 @@ def run_one(name, source, seconds, batch, dtype, seed, speed_batch, speed_steps,
     final, _, step_info = jc.jit(driven)(states, keys)
     row.update(random_converged=float(np.mean(np.asarray(step_info.converged))),
                random_iterations_max=int(np.max(np.asarray(step_info.iterations))),
+               random_overflow=float(np.mean(np.asarray(step_info.overflow))),
                random_finite=bool(np.all(np.isfinite(np.asarray(final.pos)))))
 
     if speed_batch:
@@ -203,7 +206,9 @@ def main():
             log(f"{name}: {row['bodies']} bodies, {row['mujoco_dofs']} DOFs, "
                 f"{len(row['not_imported'])} not imported, converged "
                 f"{100 * row['converged']:.1f} % passive, {100 * row['random_converged']:.1f} "
-                f"% random controls, finite {row['finite'] and row['random_finite']}, compile "
+                f"% random controls, overflow {100 * row['overflow']:.1f} % / "
+                f"{100 * row['random_overflow']:.1f} %, finite "
+                f"{row['finite'] and row['random_finite']}, compile "
                 f"{row['compile_s']:.0f} s"
                 + (f", {row['speed'].get('ratio', float('nan')):.2f}x MJX at B = "
                    f"{row['speed']['batch']}" if "speed" in row else ""))

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcontact.models import kinds
+from jaxcontact.models import geometry, kinds
 from jaxcontact.models import mass as mass_properties
-from jaxcontact.models.broad_phase import PARTICLE, BroadPhase, Sweep, default_capacity
+from jaxcontact.models.broad_phase import PARTICLE, BroadPhase, Sweep, group_capacity
 from jaxcontact.models.contact import Contact
 from jaxcontact.models.contacts import (BodyObstacle, BodyPair, BodyPlane, Laws, ParticleBody,
                                         ParticleObstacle, ParticlePlane)
@@ -121,10 +121,19 @@ def contact_terms(records, no_collide, attached, laws: Laws, broad_phase: BroadP
                           | {g * objects + n + p for g, geom in enumerate(geoms)
                              for p in swept_particles if (geom.body, p) in attached})
         groups = []
+        group_of = body_groups(records)
+        centre, radius = _bounding_spheres(records)
         for (ka, kb), pairs in swept.items():
-            members = len({x for pair in pairs for x in pair})
-            capacity = broad_phase.capacity or default_capacity(ka, kb) * members
-            groups.append((ka, kb, min(capacity, len(pairs))))
+            if broad_phase.capacity:
+                groups.append((ka, kb, min(broad_phase.capacity, len(pairs))))
+                continue
+            held = [(i, j) for i, j in pairs if kb != PARTICLE
+                    and group_of[geoms[i].body] == group_of[geoms[j].body]]
+            held_set = set(held)
+            loose = [p for p in pairs if p not in held_set]
+            near = sum(np.linalg.norm(centre[i] - centre[j]) <= 2.0 * (radius[i] + radius[j])
+                       + broad_phase.margin for i, j in held)
+            groups.append((ka, kb, group_capacity(ka, kb, loose, held, int(near))))
         sweep = Sweep(broad_phase, kinds, tuple(groups), tuple(excluded),
                       placed=placed)
     for (ka, kb), pairs in universe.items():
@@ -137,6 +146,24 @@ def contact_terms(records, no_collide, attached, laws: Laws, broad_phase: BroadP
             out.append(BodyPair(ka, kb, static, laws, capacity, sweep, n_vertices,
                                 placed=placed))
     return out
+
+
+def _bounding_spheres(records):
+    """World centres (G, 3) and radii (G,) of every geom's bounding sphere in the scene's
+    initial pose (NumPy, at build time)."""
+    bodies, geoms = records["body"], records["geom"]
+    out_centre, out_radius = [], []
+    for g in geoms:
+        body = bodies[g.body]
+        w, v = float(body.quat[0]), np.asarray(body.quat[1:], float)
+        t = 2.0 * np.cross(v, g.pos)
+        out_centre.append(body.pos + g.pos + w * t + np.cross(v, t))
+        if g.shape == Shape.MESH:
+            out_radius.append(float(np.max(np.linalg.norm(records["mesh"][g.mesh].vertices,
+                                                          axis=1))))
+        else:
+            out_radius.append(float(geometry.bounding_radius(g.shape, np.asarray(g.size))))
+    return np.asarray(out_centre).reshape(-1, 3), np.asarray(out_radius)
 
 
 def body_groups(records) -> tuple:

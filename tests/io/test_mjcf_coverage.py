@@ -23,6 +23,8 @@ def _check(name, source, seconds):
     assert row["finite"] and row["random_finite"], name
     assert row["converged"] == 1.0 and row["random_converged"] == 1.0, (
         name, row["converged"], row["random_converged"])
+    assert row["overflow"] == 0.0 and row["random_overflow"] == 0.0, (
+        name, row["overflow"], row["random_overflow"])
 
 
 def test_gymnasium_pusher_runs_converged_passive_and_driven():
@@ -32,11 +34,8 @@ def test_gymnasium_pusher_runs_converged_passive_and_driven():
     _check("pusher", dict(mjcf_coverage.sources())["pusher"], 0.2)
 
 
-# known exceptions, each stated in the import guide and issue 65's notes
-_KNOWN = {
-    "dmc/dog": pytest.mark.skip(reason="its first second takes over 20 minutes on two cores "
-                                "(46 ellipsoids as 162-vertex meshes)"),
-}
+# known exceptions, each stated in the import guide and issue 65's notes (none today)
+_KNOWN = {}
 
 
 @pytest.mark.slow   # about a minute a model: 33 models, two programs each
@@ -46,5 +45,5 @@ _KNOWN = {
 def test_every_gymnasium_and_dm_control_model_runs_converged(name, source):
     """Each of gymnasium's and dm_control's suite's models (dm_control's where installed):
     nothing named as not imported, one second passive and one under random controls, every
-    float32 step converged and the states finite."""
+    float32 step converged, no contact candidate dropped, and the states finite."""
     _check(name, source, 1.0)

@@ -159,12 +159,54 @@ def test_empty_broad_phase_slots_add_nothing_to_the_step():
 
 
 def test_the_default_window_covers_a_dense_pile():
-    """`default_window` (2 n^(2/3)): a 10 x 10 x 4 pile of 400 touching spheres, 80 successors
-    deep in sweep order, is swept without overflow; the former fixed window of 24 overflowed
-    on every step of that pile (design note 60)."""
+    """`default_window` (2 n^(2/3) above 256 objects, all successors below): a 10 x 10 x 4
+    pile of 400 touching spheres, 80 successors deep in sweep order, is swept without
+    overflow; the former fixed window of 24 overflowed on every step of that pile (design
+    note 60)."""
     scene = jc.scenes.sphere_pile(400, spacing=0.1, jitter=0.0)   # every neighbour touching
     model, state = scene.build(dtype=jnp.float64)
-    assert bp.default_window(400) == 109 and bp.default_window(8) == 24
+    assert bp.default_window(400) == 109 and bp.default_window(8) == 7
     assert not bool(_context(model, state).overflow)
     small, _ = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(window=24))
     assert bool(_context(small, state).overflow)
+
+
+def _slots(model):
+    """{(kind_a, kind_b): slots} of the scene's broad phase."""
+    sweep = next(t.sweep for t in model.terms if getattr(t, "sweep", None) is not None)
+    return {(a, b): n for a, b, n in sweep.groups}
+
+
+def test_jointed_bodies_get_slots_for_their_reach_and_a_pile_for_its_packing():
+    """`group_capacity`: the 66 box pairs of a self-colliding chain of 12 links, 0.11 m apart,
+    bounding radius 0.057 m, get the 21 pairs within twice their bounding radii (neighbours
+    and next-but-one) plus one slot per link; the same 12 boxes not joined get the packing
+    bound, 13 per box, at most the 66 pairs there are."""
+    box = int(jc.Shape.BOX)
+    chain, _ = jc.scenes.spring_chain(12, self_collision=True).build()
+    assert _slots(chain) == {(box, box): 21 + 12}
+    loose = jc.Scene()
+    for k in range(12):
+        loose.add_box((0.05, 0.02, 0.02), 0.1, pos=(0.11 * k, 0.0, 1.0))
+    model, _ = loose.build()
+    assert _slots(model) == {(box, box): 66}
+
+
+def test_geoms_that_never_collide_take_no_place_in_the_sweep():
+    """Only colliding geoms are swept: ten touching balls in a row, each carrying five
+    drawn-only geoms at its centre, are swept with a window of 2 without overflow, and every
+    neighbouring pair is a candidate (drawn-only geoms filled the window: dm_control's dog
+    has 164 of its 290 geoms drawn only)."""
+    scene = jc.Scene()
+    for k in range(10):
+        body = scene.add_sphere(0.06, 1.0, (0.1 * k, 0.0, 1.0))
+        for _ in range(5):
+            scene.add_geom(body, "sphere", radius=0.05, pos=(0.1 * k, 0.0, 1.0), collide=False)
+    model, state = scene.build(dtype=jnp.float64,
+                               broad_phase=jc.BroadPhase(mode="sweep", window=2))
+    found = _candidates(model, state)
+    assert not bool(found["overflow"])
+    pairs = {tuple(sorted(map(int, b))) for b, u in zip(
+        np.concatenate([np.asarray(b) for b in found["bodies"] if b.shape[1] == 2]),
+        np.asarray(found["used"])) if u}
+    assert pairs == {(k, k + 1) for k in range(9)}
