@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jaxcontact import dofs, failure, terms
 from jaxcontact.math import quat_normalize
+from jaxcontact.models import contacts
 from jaxcontact.solvers import tolerances
 from jaxcontact.types import Control, Model, State, StepInfo
 
@@ -67,6 +68,11 @@ def step(model: Model, state: State, control: Control | None = None):
             args = (model, terms.prepare(model, state, control, at=u, multilevel=multilevel))
             u, again = solver.gradients.solve(solver, terms.PROBLEM, u, args)
         stats = {**again, "iterations": stats["iterations"] + again["iterations"]}
+    smoothing = getattr(solver.gradients, "smoothing", None)
+    if smoothing is not None:
+        with jax.named_scope("smoothed"):
+            u, stats = _smoothed_gradients(model, state, control, solver, smoothing, u, stats,
+                                           multilevel)
     gap = jax.lax.stop_gradient(terms.contact_gaps(u, args))
     impulse = jax.lax.stop_gradient(terms.contact_impulses(u, args))
     info = StepInfo(
@@ -76,6 +82,29 @@ def step(model: Model, state: State, control: Control | None = None):
         max_penetration=jnp.max(jnp.maximum(-gap, 0.0), initial=0.0),
         overflow=args[1].overflow, tolerance=stats["tolerance"])
     return advance(model, state, u), info
+
+
+def _smoothed_gradients(model, state, control, solver, smoothing, u, stats, multilevel):
+    """The exact answer u, with the gradients of the same step under the contact laws
+    `smoothing` (`jc.Implicit(smoothing=...)`): that step solved again from u (a few Newton
+    iterations) and differentiated implicitly. Converged where both solves are."""
+    smooth = contacts.with_laws(model, smoothing)
+    args = (smooth, terms.prepare(smooth, state, control, multilevel=multilevel))
+    u = jax.lax.stop_gradient(u)
+    u_smooth, smooth_stats = solver.gradients.solve(solver, terms.PROBLEM, u, args)
+    return _value_of_first(u, u_smooth), {
+        **stats, "converged": stats["converged"] & smooth_stats["converged"]}
+
+
+@jax.custom_jvp
+def _value_of_first(value, derivative):
+    """`value`, differentiated as `derivative` (the smoothed step's answer)."""
+    return value
+
+
+@_value_of_first.defjvp
+def _value_of_first_jvp(primals, tangents):
+    return primals[0], tangents[1]
 
 
 def rollout(model: Model, state: State, controls: Control | None = None, *, steps=None,

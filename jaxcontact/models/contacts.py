@@ -270,6 +270,20 @@ class ContactTerm(terms.Term):
         return el.replace(params={**el.params, **rows})
 
 
+def with_laws(model, contact):
+    """`model` with the contact laws and their global parameters of `contact` (a `jc.Contact`;
+    its `relinearize` is not used): the same geometry, pairs and surface parameters. The
+    backward pass of `jc.Implicit(smoothing=contact)` differentiates the step of this model."""
+    laws = contact.laws
+    dtype = model.contact.smooth_width.dtype
+    params = model.contact.replace(**{
+        name: jnp.asarray(getattr(contact, name), dtype)
+        for name in ("friction_stiffness", "friction_eps", "smooth_width")}, laws=laws)
+    return model.replace(contact=params, terms=tuple(
+        dataclasses.replace(t, laws=laws) if isinstance(t, ContactTerm) else t
+        for t in model.terms))
+
+
 def _row_parameters(params, c):
     """(k_n, k_d, μ) (c,) of an element's rows as the step uses them: the pair's, with k_n and
     k_d times the rows' near-rigid factor (`ContactTerm.regularized`)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,15 @@ class Implicit:
       preconditioner: of the Krylov solve, as `Newton.preconditioner`.
       rtol: relative residual at which the Krylov solve stops.
       early_exit: the Krylov loop as a while loop (not differentiable a second time).
+      smoothing: None (default: exact gradients of the simulated step) or a `jc.Contact`,
+        the contact laws of the backward pass only. Each step is simulated exactly; its
+        gradient is that of the same step under `smoothing`'s laws, from the same start
+        (a second solve, warm-started at the exact answer; `step`). E.g.
+        `jc.Contact(normal="smooth", smooth_width=0.02)`: contact forces that reach out
+        2 cm, so that a near miss has a gradient towards touching;
+        `friction_regularization=0.1`: stick softened into slip. The bias is the difference
+        between the two steps' Jacobians; a rollout's gradient chains the smoothed steps'
+        Jacobians along the exact trajectory. Its `relinearize` is not used.
     """
     mode: str = "reverse"
     linear: str = "auto"
@@ -42,6 +52,7 @@ class Implicit:
     preconditioner: str = "auto"
     rtol: float = tolerances.ADJOINT_RTOL
     early_exit: bool = False
+    smoothing: Any = None
 
     def __post_init__(self):
         check.choice("mode", self.mode, MODES)
@@ -50,6 +61,10 @@ class Implicit:
         if self.iterations is not None:
             check.integer("iterations", self.iterations, low=1)
         check.boolean("early_exit", self.early_exit)
+        # (a jc.Contact, checked by its shape: solvers do not import the physics)
+        if self.smoothing is not None and not hasattr(self.smoothing, "laws"):
+            raise ValueError("smoothing must be None or a jc.Contact (the laws of the "
+                             f"backward pass), got {self.smoothing!r}")
 
     def solve(self, solver, problem, u0, args):
         """Run `solver` on stop-gradient inputs; attach the implicit rule to its answer."""
