@@ -22,6 +22,8 @@ class OptimResult:
       history: the objective after each iteration.
       jacobian: `gauss_newton` only: ∂r/∂x at `x` (m, n), over the flattened x (what a
         covariance needs); None for the other methods.
+      alpha: `descend` only: the α-order estimator's α at each iteration (0: zeroth order,
+        1: first order); None for the other methods.
     """
 
     x: Any
@@ -33,3 +35,4 @@ class OptimResult:
     status: str
     history: list = dataclasses.field(default_factory=list)
     jacobian: Any = None
+    alpha: Any = None
