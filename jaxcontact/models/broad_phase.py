@@ -108,9 +108,10 @@ def group_capacity(kind_a, kind_b, loose, held, held_near) -> int:
         (`held_near`: bounding spheres that overlap when their radii are doubled), plus one
         per geom of theirs for folds that bring farther pairs together. Measured on
         dm_control's dog under 1 s of random controls, the most pairs at once in each
-        group against its slots: capsule-capsule (its toes) 201 of 249, sphere-capsule 11
-        of 112, sphere-box 12 of 54, capsule-ellipsoid 5 of 114. Overlap in the initial
-        pose alone (95 capsule pairs) is too few; the packing bound gave 3,600 slots of
+        group against its slots: capsule-capsule (its toes) 197 of 249, sphere-capsule 11
+        of 160, sphere-box 12 of 63, capsule-ellipsoid 5 of 114 (the sphere groups also
+        hold its free ball's pairs). The pairs whose spheres overlap in the initial pose
+        (95 capsule pairs after a step) are too few; the packing bound gave 3,600 slots of
         the dog's 5,600 pairs, and 7 s steps.
       held_near: how many of `held` are within reach in the initial pose.
     """
