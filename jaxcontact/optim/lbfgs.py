@@ -40,7 +40,7 @@ def _strong(a):
 
 
 def lbfgs(loss, x0, *, args=(), max_iterations=100, rtol=1e-10, gtol=0.0,
-          memory=10) -> OptimResult:
+          memory=10, max_simulations=None, patience=None) -> OptimResult:
     """Minimize `loss(x, *args)` (a scalar JAX function of a pytree x) from `x0` with L-BFGS.
 
     Every iteration is one jitted optax update; its zoom line search evaluates the value
@@ -58,6 +58,10 @@ def lbfgs(loss, x0, *, args=(), max_iterations=100, rtol=1e-10, gtol=0.0,
       rtol: stop once loss(x) <= rtol loss(x0) (ADD E8's Φ/Φ₀ < 1e-10).
       gtol: also stop once the gradient's norm <= gtol.
       memory: the number of stored curvature pairs.
+      max_simulations: also stop once this many simulations are spent (checked after each
+        iteration, so the last one may go past it); None: no budget.
+      patience: also stop once the loss has not halved over this many iterations (a stall,
+        e.g. to restart elsewhere); None: never.
 
     Returns:
       `OptimResult`; `converged` false (and `status` says why) at the iteration cap or
@@ -67,6 +71,10 @@ def lbfgs(loss, x0, *, args=(), max_iterations=100, rtol=1e-10, gtol=0.0,
     rtol = check.number("rtol", rtol, low=0)
     gtol = check.number("gtol", gtol, low=0)
     memory = check.integer("memory", memory, low=1)
+    if max_simulations is not None:
+        max_simulations = check.integer("max_simulations", max_simulations, low=1)
+    if patience is not None:
+        patience = check.integer("patience", patience, low=1)
     if not isinstance(args, tuple):
         raise ValueError(f"args must be a tuple of extra arguments of loss, got {args!r}")
     opt, iteration = _iteration(loss, memory)
@@ -93,6 +101,16 @@ def lbfgs(loss, x0, *, args=(), max_iterations=100, rtol=1e-10, gtol=0.0,
             converged = True
             status = (f"loss {value:.3g} <= {rtol:g} x initial {first:.3g}" if value <= rtol * first
                       else f"gradient norm {grad_norm:.3g} <= {gtol:g}")
+            break
+        if patience is not None and len(history) > patience and (
+                value > 0.5 * history[-1 - patience]):
+            status = (f"stalled: the loss {value:.3g} has not halved in {patience} "
+                      "iterations")
+            break
+        if max_simulations is not None and simulations >= max_simulations:
+            status = (f"budget of {max_simulations} simulations spent ({simulations}): loss "
+                      f"{value:.3g} ({value / first if first else float('nan'):.3g} of the "
+                      "initial)")
             break
     else:
         it = max_iterations

@@ -36,3 +36,21 @@ def test_lbfgs_says_when_it_stops_at_its_cap():
                             max_iterations=3)
     assert not result.converged and "iteration cap 3" in result.status
     assert result.iterations == 3
+
+
+def test_lbfgs_stops_once_its_budget_of_simulations_is_spent():
+    result = jc.optim.lbfgs(rosenbrock, {"a": jnp.array(-1.2), "b": jnp.array(1.0)},
+                            max_iterations=200, max_simulations=10)
+    assert not result.converged and "budget of 10 simulations" in result.status
+    # checked after each iteration: the last one's line search may go past the budget
+    assert 10 <= result.simulations < 10 + 30 and result.iterations < 200
+
+
+def test_lbfgs_stops_where_it_stalls():
+    # |x|^0.5 has no curvature to learn at its kink: L-BFGS crawls; with patience it stops
+    def kink(x):
+        return jnp.sum(jnp.sqrt(jnp.abs(x) + 1e-12))
+
+    result = jc.optim.lbfgs(kink, jnp.asarray([0.7, -0.4]), max_iterations=200, patience=5)
+    assert not result.converged and "stalled" in result.status
+    assert result.history[-1] > 0.5 * result.history[-6]
