@@ -22,6 +22,8 @@ on every velocity, drawn with seed k), each with the same budget of simulations:
   inverse-variance weights, or with `--tolerance`, Suh et al.'s γ = that multiple of ‖ĝ₀‖
   at the start).
 - `cmaes`: CMA-ES (σ₀ = 0.5, Hansen's population), E11's baseline.
+- `cmaes_then_lbfgs`: two thirds of the budget as `cmaes`, the rest as `lbfgs` from its
+  best point (CMA-ES chooses the basin, exact gradients converge in it).
 
 Each run records its best Φ/Φ₀ against simulations spent; the figure shows the median and
 range over seeds, the JSON every run.
@@ -53,7 +55,7 @@ from jaxcontact.math import quat_rotate  # noqa: E402
 
 NAME = "gradient_estimators"
 METHODS = ("lbfgs", "lbfgs_restarts", "lbfgs_smoothed", "smoothed_then_exact", "alpha",
-           "zeroth", "cmaes")
+           "zeroth", "cmaes", "cmaes_then_lbfgs")
 
 
 def task(smoothing=None):
@@ -93,6 +95,13 @@ def best_so_far(history, simulations):
 
 def run(method, loss, x0, budget, args, seed, exact=None):
     x0 = jnp.asarray(x0)
+    if method == "cmaes_then_lbfgs":
+        first = run("cmaes", loss, x0, 2 * budget // 3, args, seed)
+        second = run("lbfgs", loss, first.x, max(budget - first.simulations, 1), args, seed)
+        return dataclasses.replace(
+            second, history=first.history + second.history[1:],
+            simulations=first.simulations + second.simulations,
+            status=f"CMA-ES: {first.status}; then L-BFGS: {second.status}")
     if method == "smoothed_then_exact":
         first = run("lbfgs_smoothed", loss, x0, budget // 2, args, seed)
         second = run("lbfgs", exact, first.x, max(budget - first.simulations, 1), args, seed)
