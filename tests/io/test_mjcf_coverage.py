@@ -38,7 +38,8 @@ def test_gymnasium_pusher_runs_converged_passive_and_driven():
 _KNOWN = {}
 
 
-@pytest.mark.slow   # about a minute a model: 33 models, two programs each
+@pytest.mark.slow   # about a minute a model, two programs each; dm_control's dog 29 min
+# under the tests' fast-compile XLA settings (2 cores; 1 s of its steps, twice)
 @pytest.mark.parametrize("name, source", [
     pytest.param(name, source, marks=_KNOWN.get(name, ()), id=name)
     for name, source in mjcf_coverage.sources()])
