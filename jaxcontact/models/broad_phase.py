@@ -95,6 +95,11 @@ def default_capacity(kind_a, kind_b) -> int:
     return 6 if kind_a in round_kinds and kind_b in round_kinds else 13
 
 
+# A robot's pair of geoms is "within reach" in its initial pose when their centres are within
+# this many times the sum of their bounding radii (`group_capacity`'s measured reason).
+HELD_REACH = 2.0
+
+
 def group_capacity(kind_a, kind_b, loose, held, held_near) -> int:
     """Slots of a group of candidate pairs when `BroadPhase.capacity` is None.
 
@@ -102,17 +107,18 @@ def group_capacity(kind_a, kind_b, loose, held, held_near) -> int:
       loose: the pairs whose objects move freely relative to each other (different bodies
         not joined, directly or through others): `default_capacity` per object of theirs,
         the packing bound of a pile.
-      held: the pairs of geoms on bodies joined to each other (one articulated robot): the
-        packing bound does not hold for them, nor is it needed, as its bodies cannot pile up,
-        only fold. Their slots are the pairs within reach in the scene's initial pose
-        (`held_near`: bounding spheres that overlap when their radii are doubled), plus one
-        per geom of theirs for folds that bring farther pairs together. Measured on
-        dm_control's dog under 1 s of random controls, the most pairs at once in each
-        group against its slots: capsule-capsule (its toes) 197 of 249, sphere-capsule 11
-        of 160, sphere-box 12 of 63, capsule-ellipsoid 5 of 114 (the sphere groups also
-        hold its free ball's pairs). The pairs whose spheres overlap in the initial pose
-        (95 capsule pairs after a step) are too few; the packing bound gave 3,600 slots of
-        the dog's 5,600 pairs, and 7 s steps.
+      held: the pairs of geoms on bodies joined to each other (one articulated
+        robot): the packing bound does not hold for them, nor is it needed, as its
+        bodies cannot pile up, only fold. Their slots are the pairs within reach in
+        the scene's initial pose (`held_near`: bounding spheres that overlap when
+        their radii are doubled, `HELD_REACH`), plus one per geom of theirs for
+        folds that bring farther pairs together. Measured on dm_control's dog under
+        1 s of random controls, the most pairs at once in each group against its
+        slots: capsule-capsule (its toes) 197 of 249, sphere-capsule 11 of 160,
+        sphere-box 12 of 63, capsule-ellipsoid 5 of 114 (the sphere groups also hold
+        its free ball's pairs). The pairs whose spheres overlap in the initial pose
+        (95 capsule pairs after a step) are too few; the packing bound gave 3,600
+        slots of the dog's 5,600 pairs, and 7 s steps.
       held_near: how many of `held` are within reach in the initial pose.
     """
     def members(pairs):

@@ -15,7 +15,8 @@ import numpy as np
 
 from jaxcontact.models import geometry, kinds
 from jaxcontact.models import mass as mass_properties
-from jaxcontact.models.broad_phase import PARTICLE, BroadPhase, Sweep, group_capacity
+from jaxcontact.models.broad_phase import (HELD_REACH, PARTICLE, BroadPhase, Sweep,
+                                           group_capacity)
 from jaxcontact.models.contact import Contact
 from jaxcontact.models.contacts import (BodyObstacle, BodyPair, BodyPlane, Laws, ParticleBody,
                                         ParticleObstacle, ParticlePlane)
@@ -131,8 +132,9 @@ def contact_terms(records, no_collide, attached, laws: Laws, broad_phase: BroadP
                     and group_of[geoms[i].body] == group_of[geoms[j].body]]
             held_set = set(held)
             loose = [p for p in pairs if p not in held_set]
-            near = sum(np.linalg.norm(centre[i] - centre[j]) <= 2.0 * (radius[i] + radius[j])
-                       + broad_phase.margin for i, j in held)
+            near = sum(np.linalg.norm(centre[i] - centre[j])
+                       <= HELD_REACH * (radius[i] + radius[j]) + broad_phase.margin
+                       for i, j in held)
             groups.append((ka, kb, group_capacity(ka, kb, loose, held, int(near))))
         sweep = Sweep(broad_phase, kinds, tuple(groups), tuple(excluded),
                       placed=placed)
