@@ -170,8 +170,8 @@ def test_sphere_pile_settles_inside_the_bin():
 @pytest.mark.slow  # 600 unknowns: compile-heavy
 def test_a_pile_of_100_spheres_converges_with_conjugate_gradient_directions():
     """`sphere_pile(100)` with Newton's conjugate-gradient directions (the default above
-    `DENSE_MAX` unknowns, 768 since design note 67; named here, as 600 unknowns are dense by
-    default) on the step's convex problem (issue 63, design note 57), where v1's phases left
+    `DENSE_MAX_RIGID` unknowns for rigid bodies, 768 since design note 67; named here, as its
+    600 are dense by default) on the step's convex problem (issue 63, note 57), where v1's phases left
     1-2 % of these steps unconverged: every step converges (`benchmarks/step_cost.py`: 6.1
     iterations per step)."""
     model, state = scenes.sphere_pile(100).build(solver=jc.Newton(linear="cg"))

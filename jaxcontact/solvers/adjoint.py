@@ -31,7 +31,8 @@ class Implicit:
 
     Attributes:
       mode: "reverse" (`custom_vjp`) or "forward" (`custom_jvp`: `jax.jacfwd`; reverse too).
-      linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns), "dense" or "krylov".
+      linear: "auto" (dense up to `tolerances.DENSE_MAX` unknowns, `DENSE_MAX_RIGID` for
+        rigid bodies only), "dense" or "krylov".
       iterations: Krylov iteration cap; None (default): the solver's `krylov_iterations`.
       preconditioner: of the Krylov solve, as `Newton.preconditioner`.
       rtol: relative residual at which the Krylov solve stops.
@@ -87,7 +88,7 @@ class Unrolled:
 
 def _operator(hessian, settings):
     """b ↦ H⁻¹ b for the assembled `Hessian` H, dense or by conjugate gradients."""
-    if linear.dense(hessian.size, settings.linear):
+    if linear.dense(hessian.size, settings.linear, linear.rigid_only(hessian)):
         a = hessian.dense()
         return lambda b: linalg.solve(a, b)
     precond = linear.preconditioner(hessian, settings.preconditioner)

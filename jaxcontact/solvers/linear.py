@@ -13,9 +13,16 @@ METHODS = ("auto", "dense", "krylov")
 PRECONDITIONERS = ("auto", "block_jacobi", "multilevel")
 
 
-def dense(n: int, method: str) -> bool:
-    """Whether a system of n unknowns is solved densely under `method`."""
-    return method == "dense" or (method == "auto" and n <= tolerances.DENSE_MAX)
+def dense(n: int, method: str, rigid: bool = False) -> bool:
+    """Whether a system of n unknowns is solved densely under `method` ("auto": up to
+    `tolerances.DENSE_MAX`, or `DENSE_MAX_RIGID` where every unknown is a rigid body's)."""
+    bound = tolerances.DENSE_MAX_RIGID if rigid else tolerances.DENSE_MAX
+    return method == "dense" or (method == "auto" and n <= bound)
+
+
+def rigid_only(hessian) -> bool:
+    """Whether every unknown of the `Hessian` belongs to a rigid body (6 x 6 blocks only)."""
+    return all(size == 6 for count, size in hessian.diagonal.sizes if count)
 
 
 def preconditioner(hessian, kind="auto"):

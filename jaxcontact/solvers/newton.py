@@ -36,7 +36,8 @@ class Newton(base.Solver):
       iterations: static cap of Newton iterations (most steps take 1-4).
       line_search: most evaluations of φ' per line search (1 = always the full step).
       linear: "dense" (elimination), "cg" (preconditioned conjugate gradients, inexact
-        Newton) or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns).
+        Newton) or "auto" (default: "dense" up to `tolerances.DENSE_MAX` unknowns, or
+        `DENSE_MAX_RIGID` for rigid bodies only).
       preconditioner: "block_jacobi", "multilevel" (scenes with meshes) or "auto" (default:
         multilevel from `aggregation.MIN_PARTICLES` cloth particles).
     """
@@ -50,10 +51,11 @@ class Newton(base.Solver):
         check.choice("preconditioner", self.preconditioner, linear.PRECONDITIONERS)
         check.choice("linear", self.linear, LINEAR_SOLVERS)
 
-    def method(self, n: int) -> str:
-        """The linear solver of directions for n unknowns ("auto" resolved)."""
+    def method(self, n: int, rigid: bool = False) -> str:
+        """The linear solver of directions for n unknowns, `rigid` if all are rigid bodies'
+        ("auto" resolved)."""
         return self.linear if self.linear != "auto" else (
-            "dense" if linear.dense(n, "auto") else "cg")
+            "dense" if linear.dense(n, "auto", rigid) else "cg")
 
     def start(self, problem, u0, args):
         u, g = super().start(problem, u0, args)
@@ -67,7 +69,7 @@ class Newton(base.Solver):
     def direction(self, hessian, g, args):
         """d = -H⁻¹ g (module docstring), dense or by preconditioned conjugate gradients."""
         hessian = hessian.projected(lambda *a: loop.where_needed(*a, branch=self.loops_exit_early))
-        if self.method(hessian.size) == "dense":
+        if self.method(hessian.size, linear.rigid_only(hessian)) == "dense":
             a, metric = hessian.dense(), hessian.diagonal.diagonal()
             if hessian.size <= linalg.ELIMINATION_MAX:
                 return linalg.solve_convexified(a, -g, metric)[0]

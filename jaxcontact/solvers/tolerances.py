@@ -25,11 +25,13 @@ LINE_WIDTH = 0.1
 # Relative residual of Newton's conjugate-gradient directions: each still gains three digits.
 FORCING = 1e-3
 
-# Dense Hessians up to this many unknowns (128 bodies): faster, bounded by memory, n² per scene
-# (4.7 MB in float64 at 768; design note 58). Block-Jacobi conjugate gradients cannot carry a
-# robot's stiff joints: dm_control's dog (450 unknowns) took 31 Newton iterations and 1.8 s a
-# step, dense 6 and 0.37 s (note 67).
-DENSE_MAX = 768
+# Dense Hessians up to this many unknowns (64 bodies): faster, bounded by memory (design note 58).
+DENSE_MAX = 384
+# ... and up to this many where every unknown belongs to a rigid body (128 bodies; 4.7 MB a
+# scene in float64). Block-Jacobi conjugate gradients cannot carry a robot's stiff joints:
+# dm_control's dog (450 unknowns) took 31 Newton iterations and 1.8 s a step, dense 6 and
+# 0.37 s (note 67). Particles (cloth, solids) keep their multilevel-preconditioned CG above.
+DENSE_MAX_RIGID = 768
 
 # Conjugate-gradient caps: rigid scenes; solids or cloth (a ball on a 16 x 16 cloth needs ~200).
 KRYLOV_RIGID = 100

@@ -71,7 +71,8 @@ def test_cg_honours_its_iteration_cap():
 
 
 def test_dense_rule_follows_the_size():
-    assert linear.dense(768, "auto") and not linear.dense(769, "auto")
+    assert linear.dense(384, "auto") and not linear.dense(385, "auto")
+    assert linear.dense(768, "auto", rigid=True) and not linear.dense(769, "auto", rigid=True)
     assert linear.dense(1000, "dense") and not linear.dense(6, "krylov")
 
 

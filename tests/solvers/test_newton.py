@@ -44,9 +44,12 @@ def test_newton_rejects(kwargs, name):
 
 
 def test_newton_solves_directions_densely_up_to_dense_max_unknowns():
-    """linear="auto": dense elimination up to `tolerances.DENSE_MAX` (768) unknowns (128 bodies),
-    conjugate gradients above; an explicit choice holds at every size."""
-    assert jc.Newton().method(768) == "dense" and jc.Newton().method(769) == "cg"
+    """linear="auto": dense elimination up to `tolerances.DENSE_MAX` (384) unknowns (64 bodies),
+    `DENSE_MAX_RIGID` (768, 128 bodies) where all are rigid bodies', conjugate gradients above;
+    an explicit choice holds at every size."""
+    assert jc.Newton().method(384) == "dense" and jc.Newton().method(385) == "cg"
+    assert jc.Newton().method(768, rigid=True) == "dense"
+    assert jc.Newton().method(769, rigid=True) == "cg"
     assert jc.Newton(linear="cg").method(6) == "cg"
     assert jc.Newton(linear="dense").method(6 * 100) == "dense"
 
