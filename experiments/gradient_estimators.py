@@ -95,22 +95,19 @@ def best_so_far(history, simulations):
 
 def run(method, loss, x0, budget, args, seed, exact=None):
     x0 = jnp.asarray(x0)
-    if method == "cmaes_then_lbfgs":
-        first = run("cmaes", loss, x0, 2 * budget // 3, args, seed)
-        second = run("lbfgs", loss, first.x, max(budget - first.simulations, 1), args, seed)
-        return dataclasses.replace(
-            second, history=first.history + second.history[1:],
-            simulations=first.simulations + second.simulations,
-            status=f"CMA-ES: {first.status}; then L-BFGS: {second.status}")
-    if method == "smoothed_then_exact":
-        first = run("lbfgs_smoothed", loss, x0, budget // 2, args, seed)
-        second = run("lbfgs", exact, first.x, max(budget - first.simulations, 1), args, seed)
-        # one history in units of the start's loss (the second run's starts at the first's
+    phases = {"cmaes_then_lbfgs": ("cmaes", loss, 2 * budget // 3),
+              "smoothed_then_exact": ("lbfgs_smoothed", exact, budget // 2)}
+    if method in phases:
+        name, second_loss, share = phases[method]
+        first = run(name, loss, x0, share, args, seed)
+        second = run("lbfgs", second_loss, first.x, max(budget - first.simulations, 1),
+                     args, seed)
+        # one history in units of the start's loss (the second run starts at the first's
         # best point)
         return dataclasses.replace(
             second, history=first.history + second.history[1:],
             simulations=first.simulations + second.simulations,
-            status=f"smoothed: {first.status}; then exact: {second.status}")
+            status=f"{name}: {first.status}; then lbfgs: {second.status}")
     if method == "lbfgs_restarts":
         rng = np.random.default_rng(1000 + seed)
         history, spent, best, best_x, x, runs = [], 0, np.inf, x0, x0, 0
