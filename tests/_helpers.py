@@ -11,6 +11,8 @@
   through the forward rule, unrolled) against reverse mode on the same scenarios.
 - The rows' multipliers in compliance form (`row_multipliers`): test_terms_rows.py and
   models/test_joints.py; the contact terms' share of a Hessian (`contact_share`).
+- Reverse mode, forward mode and central differences of one scalar in two programs
+  (`gradient_checks`): the models' parameter-gradient tests.
 - The viewer's rollout (`falling_and_resting`): viz/test_html.py, viz/test_plots.py and
   test_observe.py.
 
@@ -22,6 +24,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxcontact as jc
@@ -258,6 +261,31 @@ def row_multipliers(rows, contact):
         elif rb.kind in ("contact", "cone"):
             lam = contact(rb, lam)
         out.append(lam)
+    return out
+
+
+# --- reverse mode, forward mode and central differences of one scalar ---------------------------
+
+def gradient_checks(loss, x, h=1e-6, forward=False, direction_seed=0):
+    """Reverse mode and central differences of a scalar `loss(x, mode)` (mode "vjp" or
+    "jvp", the step's `ad`) that returns (value, aux), in one compiled program; with
+    `forward`, forward mode too, in a second.
+
+    The program gives the value and the reverse gradient, and the central differences
+    evaluate it at x ± h e_i; forward mode is the derivative along one fixed random
+    direction d. Returns {"value", "aux", "reverse", "central"} and, with `forward`,
+    {"along" (forward mode along d), "reverse_along" (reverse · d)}.
+    """
+    both = jax.jit(jax.value_and_grad(lambda v: loss(v, "vjp"), has_aux=True))
+    (value, aux), reverse = both(x)
+    eye = h * jnp.eye(x.size, dtype=x.dtype)
+    central = jnp.stack([(both(x + e)[0][0] - both(x - e)[0][0]) / (2 * h) for e in eye])
+    out = {"value": value, "aux": aux, "reverse": np.asarray(reverse),
+           "central": np.asarray(central)}
+    if forward:
+        d = jax.random.normal(jax.random.PRNGKey(direction_seed), x.shape, x.dtype)
+        along = jax.jit(lambda v: jax.jvp(lambda y: loss(y, "jvp")[0], (v,), (d,))[1])(x)
+        out.update(along=float(along), reverse_along=float(jnp.dot(reverse, d)))
     return out
 
 

@@ -115,10 +115,13 @@ if _PROFILE_DIR:
 # --- heavy modules first ------------------------------------------------------------------------
 # `make test` runs `--dist loadfile`: each module goes whole to one worker, in collection order.
 # A compile-heavy module that starts last leaves the other worker idle while it finishes, so the
-# modules that took longest in a cold 2-worker run (`--durations`, 2026-11-27; the modules
-# split since then follow their parts' old place; the user-settings module, a second process,
-# last of them) go first; the rest keep pytest's order. Paths relative to tests/.
-_HEAVY_FIRST = ("test_terms.py", "solvers/test_adjoint_finite_differences.py",
+# modules that took longest in a cold 2-worker run (`--durations`: the first eight on
+# 2026-12-07, the others on 2026-11-27; the user-settings module, a second process, last of
+# them) go first; the rest keep pytest's order. Paths relative to tests/.
+_HEAVY_FIRST = ("models/test_tendons.py", "test_scenes_fuzz.py", "test_terms.py",
+                "io/test_mjcf_coverage.py", "solvers/test_smoothing.py", "test_step.py",
+                "models/test_joint_properties.py", "io/test_mjcf_actuation.py",
+                "solvers/test_adjoint_finite_differences.py",
                 "scene/test_particles.py", "test_randomize.py", "scene/test_compound_bodies.py",
                 "test_step_closed_loop.py", "control/test_apg.py", "test_step_float32.py",
                 "optim/test_fit.py", "models/test_joints.py", "models/test_broad_phase.py",

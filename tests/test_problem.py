@@ -4,12 +4,23 @@ contact's element Hessian is kept `Factored` and acts as its matrices. (The asse
 problem from the terms: test_terms.py; its rows: test_terms_rows.py.)
 """
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxcontact as jc
 from jaxcontact import terms
 from jaxcontact.problem import Factored, worth_factoring
+
+
+@functools.partial(jax.jit, static_argnames="form")
+def _hessian(model, state, form="exact"):
+    """The step's `Hessian` (of `form`) at its free-flight velocities, one program."""
+    control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
+    args = (model, terms.prepare(model, state, control))
+    return terms.hessian(args[1].u_free, args, form)[1]
 
 
 def test_newton_projects_only_the_elements_that_could_make_the_hessian_indefinite():
@@ -21,8 +32,7 @@ def test_newton_projects_only_the_elements_that_could_make_the_hessian_indefinit
     scene.add_solid(verts, np.array([[0, 1, 2, 3]]), density=1000.0, youngs_modulus=1e4,
                     poisson_ratio=0.3)
     model, state = scene.build(dtype=jnp.float64)
-    args = (model, terms.prepare(model, state, jc.Control.zeros(0, 0, jnp.float64)))
-    _, hessian = terms.hessian(args[1].u_free, args, "newton")
+    hessian = _hessian(model, state, "newton")
     (k,) = [k for k, p in enumerate(hessian.project) if p]
     share = float(hessian.diagonal.diagonal()[0])        # 4 particles of one tetrahedron
     q = np.linalg.qr(np.random.default_rng(0).normal(size=(12, 12)))[0]
@@ -46,8 +56,7 @@ def test_a_two_body_contact_hessian_is_kept_factored_and_acts_as_its_matrices():
     scene.add_sphere(0.05, 0.5, pos=(0.01, 0.0, 0.146), vel=(-0.4, 0.2, -0.5),
                      ang_vel=(1.0, 2.0, 0.0))
     model, state = scene.build(dtype=jnp.float64)
-    args = (model, terms.prepare(model, state, jc.Control.zeros(2, 0, jnp.float64)))
-    _, hessian = terms.hessian(args[1].u_free, args)
+    hessian = _hessian(model, state)
     kinds = [isinstance(a, Factored) for a in hessian.local]
     assert sorted(kinds) == [False, True]
     whole = hessian.replace(local=tuple(a.matrices() if isinstance(a, Factored) else a

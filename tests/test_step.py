@@ -143,11 +143,12 @@ def _v1_scene(name):
     return s
 
 
-@pytest.mark.parametrize("name", ["sphere", "tipping_box"])
+@pytest.mark.parametrize("name", [pytest.param("sphere", marks=pytest.mark.slow),  # 16 s
+                                  "tipping_box"])
 def test_relinearize_converges_to_v1s_fully_implicit_step(name):
     ref = _V1[name]
     errors = []
-    for k in (0, 2, 8):
+    for k in (0, 2, 8) if name == "sphere" else (0, 8):
         model, state = _v1_scene(name).build(
             solver=jc.Newton(tol=1e-12), contact=jc.Contact(coupling="lagged", relinearize=k))
         final, _, info = jax.jit(lambda m, s: jc.rollout(m, s, steps=ref["steps"],
@@ -157,5 +158,6 @@ def test_relinearize_converges_to_v1s_fully_implicit_step(name):
                           for f in ("pos", "vel", "ang_vel")))
     # the single convex solve differs (geometry and bound at the start of each step) ...
     assert errors[0] > 1e-3
-    # ... and relinearizing approaches v1's step, to its tolerance
-    assert errors[1] < errors[0] and errors[2] < _V1_TOL, errors
+    # ... and relinearizing approaches v1's step (after 2 and 8 relinearizations on the
+    # slow suite's sphere, after 8 on the box), to its tolerance
+    assert errors[1] < errors[0] and errors[-1] < _V1_TOL, errors

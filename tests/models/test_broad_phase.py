@@ -158,6 +158,16 @@ def test_empty_broad_phase_slots_add_nothing_to_the_step():
     assert np.max(np.abs(out["sweep"][2][:6, 6:12])) > 1e-3
 
 
+def _sweep(model):
+    """The scene's sweep stage (`broad_phase.Sweep`), shared by its pair terms."""
+    return next(t.sweep for t in model.terms if getattr(t, "sweep", None) is not None)
+
+
+def _swept(model, state):
+    """The sweep stage alone at `state`, compiled: {group: (a, b, used)} and overflow."""
+    return jax.jit(_sweep(model))(model, state)
+
+
 def test_the_default_window_covers_a_dense_pile():
     """`default_window` (2 n^(2/3) above 256 objects, all successors below): a 10 x 10 x 4
     pile of 400 touching spheres, 80 successors deep in sweep order, is swept without
@@ -166,15 +176,14 @@ def test_the_default_window_covers_a_dense_pile():
     scene = jc.scenes.sphere_pile(400, spacing=0.1, jitter=0.0)   # every neighbour touching
     model, state = scene.build(dtype=jnp.float64)
     assert bp.default_window(400) == 109 and bp.default_window(8) == 7
-    assert not bool(_context(model, state).overflow)
+    assert not bool(_swept(model, state).overflow)
     small, _ = scene.build(dtype=jnp.float64, broad_phase=jc.BroadPhase(window=24))
-    assert bool(_context(small, state).overflow)
+    assert bool(_swept(small, state).overflow)
 
 
 def _slots(model):
     """{(kind_a, kind_b): slots} of the scene's broad phase."""
-    sweep = next(t.sweep for t in model.terms if getattr(t, "sweep", None) is not None)
-    return {(a, b): n for a, b, n in sweep.groups}
+    return {(a, b): n for a, b, n in _sweep(model).groups}
 
 
 def test_jointed_bodies_get_slots_for_their_reach_and_a_pile_for_its_packing():
@@ -204,9 +213,10 @@ def test_geoms_that_never_collide_take_no_place_in_the_sweep():
             scene.add_geom(body, "sphere", radius=0.05, pos=(0.1 * k, 0.0, 1.0), collide=False)
     model, state = scene.build(dtype=jnp.float64,
                                broad_phase=jc.BroadPhase(mode="sweep", window=2))
-    found = _candidates(model, state)
-    assert not bool(found["overflow"])
-    pairs = {tuple(sorted(map(int, b))) for b, u in zip(
-        np.concatenate([np.asarray(b) for b in found["bodies"] if b.shape[1] == 2]),
-        np.asarray(found["used"])) if u}
+    found = _swept(model, state)
+    assert not bool(found.overflow)
+    body = np.asarray(model.geom.body)
+    pairs = {tuple(sorted((int(body[a]), int(body[b]))))
+             for a_s, b_s, used in found.slots.values()
+             for a, b, u in zip(np.asarray(a_s), np.asarray(b_s), np.asarray(used)) if u}
     assert pairs == {(k, k + 1) for k in range(5)}

@@ -1,8 +1,6 @@
 """Springs, armature and friction loss on joint coordinates (`add_joint_properties`,
-`jaxcontact.models.joints`): closed forms of a rod on a hinge without gravity, gradients against central
-differences and forward mode (float64), and bad arguments."""
-
-import functools
+`jaxcontact.models.joints`): closed forms of a rod on a hinge without gravity, gradients
+against central differences (and forward mode: the slow suite; float64), and bad arguments."""
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +8,7 @@ import numpy as np
 import pytest
 
 import jaxcontact as jc
+from tests._helpers import gradient_checks
 
 DT, LENGTH, MASS = 1e-3, 1.0, 1.0
 PIVOT_INERTIA = MASS * LENGTH ** 2 / 3.0       # the rod about its end
@@ -81,7 +80,6 @@ def test_armature_on_a_slider_adds_to_the_sliding_mass():
     assert float(np.max(x)) == pytest.approx(0.1, rel=5e-3)
 
 
-@functools.partial(jax.jit, static_argnames="mode")
 def _final_spin(values, mode="vjp"):
     model, state = _rod(spin=1.0, mode=mode, spring_stiffness=1.0, armature=0.2,
                         friction_loss=0.1)
@@ -91,20 +89,21 @@ def _final_spin(values, mode="vjp"):
     return final.ang_vel[0, 2], jnp.all(info.converged)
 
 
-def test_gradients_in_the_properties_match_central_differences_and_forward_mode():
-    values = jnp.array([1.0, 0.2, 0.1])
-    spin, converged = _final_spin(values)
-    assert bool(converged)
-    reverse = np.asarray(jax.grad(lambda v: _final_spin(v)[0])(values))
-    forward = np.asarray(jax.jacfwd(lambda v: _final_spin(v, "jvp")[0])(values))
-    h = 1e-6
-    central = np.array([(float(_final_spin(values.at[i].add(h))[0])
-                         - float(_final_spin(values.at[i].add(-h))[0])) / (2 * h)
-                        for i in range(3)])
-    np.testing.assert_allclose(reverse, central, rtol=1e-5)
-    np.testing.assert_allclose(forward, reverse, rtol=1e-9)
+PROPERTIES = (1.0, 0.2, 0.1)     # spring stiffness, armature, friction loss
+
+
+def test_gradients_in_the_properties_match_central_differences():
+    out = gradient_checks(_final_spin, jnp.array(PROPERTIES))
+    assert bool(out["aux"])
+    np.testing.assert_allclose(out["reverse"], out["central"], rtol=1e-5)
     # more friction loss, a slower spin at the end
-    assert reverse[2] < 0.0
+    assert out["reverse"][2] < 0.0
+
+
+@pytest.mark.slow   # the forward rule's own program (6 s more)
+def test_gradients_in_the_properties_match_forward_mode():
+    out = gradient_checks(_final_spin, jnp.array(PROPERTIES), forward=True)
+    assert out["along"] == pytest.approx(out["reverse_along"], rel=1e-9)
 
 
 def test_dual_refuses_friction_loss_and_bad_arguments_are_named():

@@ -1,9 +1,7 @@
 """Fixed tendons (`add_tendon`, `jaxcontact.models.tendons`) and actuators (`add_actuator`,
 `jaxcontact.models.motors`): closed forms of rods on hinges and a block on a slider without
 gravity, the clamped force's work against quadrature, gradients against central differences
-and forward mode (float64), and bad arguments."""
-
-import functools
+(and forward mode: the slow suite; float64), and bad arguments."""
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +10,7 @@ import pytest
 
 import jaxcontact as jc
 from jaxcontact.models.motors import clamped_work
+from tests._helpers import gradient_checks
 
 DT, LENGTH, MASS = 1e-3, 1.0, 1.0
 PIVOT_INERTIA = MASS * LENGTH ** 2 / 3.0       # a rod about its end
@@ -157,7 +156,6 @@ def test_a_force_range_clamps_a_motor():
                                2.0 * t[late] / PIVOT_INERTIA, rtol=5e-3)
 
 
-@functools.partial(jax.jit, static_argnames="mode")
 def _final(values, mode="vjp"):
     """The second rod's final spin, driven through a damped tendon spring by a velocity
     servo on the first with a force range, as a function of (gain, tendon stiffness, u)."""
@@ -174,19 +172,20 @@ def _final(values, mode="vjp"):
     return final.ang_vel[1, 2], jnp.all(info.converged)
 
 
-def test_gradients_in_gain_stiffness_and_input_match_central_differences_and_forward_mode():
-    values = jnp.array([1.5, 5.0, 0.6])      # the servo's force 1.5 x 0.6 = 0.9 starts clamped
-    spin, converged = _final(values)
-    assert bool(converged) and float(spin) > 0.0
-    reverse = np.asarray(jax.grad(lambda v: _final(v)[0])(values))
-    forward = np.asarray(jax.jacfwd(lambda v: _final(v, "jvp")[0])(values))
-    h = 1e-6
-    central = np.array([(float(_final(values.at[i].add(h))[0])
-                         - float(_final(values.at[i].add(-h))[0])) / (2 * h)
-                        for i in range(3)])
-    np.testing.assert_allclose(reverse, central, rtol=1e-5, atol=1e-9)
-    np.testing.assert_allclose(forward, reverse, rtol=1e-9, atol=1e-12)
-    assert np.all(np.isfinite(reverse)) and reverse[2] > 0.0
+VALUES = (1.5, 5.0, 0.6)      # the servo's force 1.5 x 0.6 = 0.9 starts clamped
+
+
+def test_gradients_in_gain_stiffness_and_input_match_central_differences():
+    out = gradient_checks(_final, jnp.array(VALUES))
+    assert bool(out["aux"]) and float(out["value"]) > 0.0
+    np.testing.assert_allclose(out["reverse"], out["central"], rtol=1e-5, atol=1e-9)
+    assert np.all(np.isfinite(out["reverse"])) and out["reverse"][2] > 0.0
+
+
+@pytest.mark.slow   # the forward rule's own program (8 s more)
+def test_gradients_in_gain_stiffness_and_input_match_forward_mode():
+    out = gradient_checks(_final, jnp.array(VALUES), forward=True)
+    assert out["along"] == pytest.approx(out["reverse_along"], rel=1e-9, abs=1e-12)
 
 
 def test_bad_tendons_and_actuators_are_named():

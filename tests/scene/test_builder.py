@@ -438,6 +438,11 @@ def test_joined_bodies_form_groups_whose_roundings_pool():
     distance from the origin, joined, resolve √2 times coarser than apart."""
     from jaxcontact import terms
 
+    @jax.jit
+    def _resolution(model, state):
+        control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
+        return terms.PROBLEM.resolution((model, terms.prepare(model, state, control)))
+
     def resolutions(joined):
         scene = jc.Scene()
         a = scene.add_sphere(0.1, 1.0, pos=(0.0, 0.0, 1.0))
@@ -448,9 +453,7 @@ def test_joined_bodies_form_groups_whose_roundings_pool():
         if joined:
             scene.add_joint("ball", a, b, anchor=(0.0, 0.5, 0.5), stiffness=1e4)
         model, state = scene.build()
-        control = jc.Control.zeros(model.n_body, model.n_motor, state.pos.dtype)
-        return model.body.group, np.asarray(terms.PROBLEM.resolution(
-            (model, terms.prepare(model, state, control))))
+        return model.body.group, np.asarray(_resolution(model, state))
 
     (apart, alone), (together, pooled) = resolutions(False), resolutions(True)
     assert apart == (0, 1, 2, 2) and together == (0, 0, 2, 2)
