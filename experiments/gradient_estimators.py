@@ -1,5 +1,5 @@
 """Issue 66: gradients that optimize where exact ones stall. `--task` picks the problem
-(`experiments/estimator_tasks.py`): ADD E11 (default; a convex body thrown to a target pose
+(`experiments/_estimator_tasks.py`): ADD E11 (default; a convex body thrown to a target pose
 via the floor and a wall), ADD E3 (a rock to a target pose without continuation), Zhong et
 al.'s "hit" (a ball to a target after one bounce), and two built after Suh et al. (ICML
 2022): a rolling ball pushing a box (`push`) and a ball thrown over a wall (`wall`).
@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxcontact as jc  # noqa: E402
-from experiments import estimator_tasks  # noqa: E402
+from experiments import _estimator_tasks as estimator_tasks  # noqa: E402
 from experiments._common import finish_figure, log, parser, save  # noqa: E402
 
 NAME = "gradient_estimators"

@@ -56,9 +56,11 @@ def figure(runs, start_distance):
         b.plot(np.arange(len(finals)), finals, "o", color=f"C{i}", label=kind)
     for ax in (a, b):
         ax.axhline(start_distance, color="k", lw=1, ls=":", label="start distance")
+    b.set_xticks(range(len(next(iter(runs.values())))))
     a.set(xlabel="simulator steps", ylabel="held-out distance to target, m")
     b.set(xlabel="seed", ylabel="final held-out distance, m")
-    finish_figure(fig, (a, b), "Qiao pusher: APG with exact vs backward-smoothed gradients")
+    finish_figure(fig, (a, b), "Qiao pusher: APG with exact vs backward-smoothed gradients",
+                  legend=8)
     fig.tight_layout()
     return fig
 

@@ -166,7 +166,7 @@ def test_nonfinite_step_ends_episode_and_is_counted(run):
     """A NaN action makes the physics non-finite (jc.step reports it: `Result.NONFINITE`, its
     last finite iterate kept): done, metrics['nonfinite'] = 1, the set reward, and nothing
     non-finite in what Brax sees."""
-    after, (ref_state, _, ref_info) = run["after"], run["ref"]
+    after, (_, _, ref_info) = run["after"], run["ref"]
     assert int(ref_info.result[NAN_STEP, 1]) == int(jc.Result.NONFINITE), \
         "the NaN action did not make jc.step non-finite: the test checks nothing"
     flags = np.asarray(after.metrics["nonfinite"])
