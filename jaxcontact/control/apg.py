@@ -13,6 +13,11 @@ draws never recompile.
     result = jc.control.train(task, policy, params, key=jax.random.key(0), updates=200)
     result.params, result.history   # trained parameters, one dict of metrics per update
 
+Where exact gradients mislead, two other gradients plug in: the backward pass smoothed
+(`jc.Newton(adjoint=jc.Implicit(smoothing=...))` on the task's model; the simulation stays
+exact), or `train(estimator=jc.optim.Estimator(...))`, a randomized-smoothing estimate over
+the policy's parameters from perturbed copies of each window.
+
 A run whose loss or gradient becomes non-finite stops, instead of training on: with a
 `ValueError` where the policy returned non-finite controls (NaN actions), else with a
 `FloatingPointError`; either names the update and what the window's steps reported
@@ -38,6 +43,7 @@ from jaxcontact.control.critic import Critic
 from jaxcontact.control.task import Task
 from jaxcontact.compiling import jit
 from jaxcontact.math import tree_finite
+from jaxcontact.optim.estimators import Estimator
 from jaxcontact.step import policy_control
 from jaxcontact.types import Result
 
@@ -157,15 +163,23 @@ def _loss(params, scene, carry, task, policy, window, stochastic, critic, critic
 # one compiled program per task's functions, policy and settings: a second run of the same
 # task (another key, other initial parameters) reuses it
 @partial(jit, static_argnames=("task", "policy", "window", "stochastic", "optimizer",
-                                   "clip", "critic"))
+                                   "clip", "critic", "estimator"))
 def _update(scene, params, opt_state, carry, critic_state, *, task, policy, window, stochastic,
-            optimizer, clip, critic):
-    """One update: a window of every environment, the gradient of its objective, one
-    optimizer step (and with a critic, its fit to the window's TD(λ) targets). Returns
-    (params, opt_state, carry, critic_state, metrics)."""
+            optimizer, clip, critic, estimator=None):
+    """One update: a window of every environment, the gradient of its objective (or, with an
+    `estimator`, its estimate from perturbed copies of the same window), one optimizer step
+    (and with a critic, its fit to the window's TD(λ) targets). Returns (params, opt_state,
+    carry, critic_state, metrics)."""
     critic_params = None if critic is None else critic_state[0]
-    (value, (carry, out)), grads = jax.value_and_grad(_loss, has_aux=True)(
-        params, scene, carry, task, policy, window, stochastic, critic, critic_params)
+    rest = (scene, carry, task, policy, window, stochastic, critic, critic_params)
+    if estimator is None:
+        (value, (carry, out)), grads = jax.value_and_grad(_loss, has_aux=True)(params, *rest)
+    else:
+        # every sample runs the window from the same environments with the same keys
+        # (common random numbers); the unperturbed window carries the environments on
+        _, grads, _ = estimator(lambda p: _loss(p, *rest)[0], params,
+                                jax.random.fold_in(carry[4], 1))
+        value, (carry, out) = _loss(params, *rest)
     norm = optax.tree.norm(grads)
     changes, opt_state = _clipped(optimizer, clip).update(grads, opt_state, params)
     ended = out["ended"]
@@ -201,8 +215,8 @@ def _update(scene, params, opt_state, carry, critic_state, *, task, policy, wind
 def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 32,
           window: int | None = None, optimizer=None, clip: float | None = 1.0,
           stochastic: bool = False, opt_state=None, critic: Critic | None = None,
-          critic_state=None, log: str | None = None, plot: str | None = None,
-          progress: bool = True) -> TrainResult:
+          critic_state=None, estimator=None, log: str | None = None,
+          plot: str | None = None, progress: bool = True) -> TrainResult:
     """Train `policy` on `task` by analytic policy gradients (module docstring).
 
     Args:
@@ -230,6 +244,11 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
         window's mean reward.
       critic_state: the critic's (parameters, optimizer state) to continue from
         (`TrainResult.critic_state`); default: fresh ones drawn from `key`.
+      estimator: a `jc.optim.Estimator`: each update's gradient is its estimate over the
+        policy's flattened parameters (σ in their units; N perturbed copies of the window,
+        N + 2 windows an update) instead of the exact gradient (issue 66: for losses whose
+        exact gradients mislead; a zeroth-order estimate over thousands of parameters is
+        noisy, as evolution strategies are). None (default): exact gradients.
       log: write the run (settings, history, timings) as JSON to this path.
       plot: write the learning curve (PNG, needs matplotlib) to this path.
       progress: show a progress bar on standard error.
@@ -256,6 +275,8 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
         raise ValueError(f"clip must be a positive number or None, got {clip!r}")
     if not isinstance(stochastic, bool):
         raise ValueError(f"stochastic must be a bool, got {stochastic!r}")
+    if estimator is not None and not isinstance(estimator, Estimator):
+        raise ValueError(f"estimator must be a jc.optim.Estimator or None, got {estimator!r}")
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {optimizer!r}")
@@ -276,13 +297,14 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
     if opt_state is None:
         opt_state = _clipped(optimizer, clip).init(params)
     statics = dict(task=rules, policy=policy, window=window, stochastic=stochastic,
-                   optimizer=optimizer, clip=clip, critic=critic)
+                   optimizer=optimizer, clip=clip, critic=critic, estimator=estimator)
     t0 = time.perf_counter()
     bar = report.Progress(updates, enabled=progress)
     first_update_seconds = math.nan
     history = []
     settings = {"updates": updates, "batch": batch, "window": window, "clip": clip,
-                "episode_length": task.episode_length, "stochastic": stochastic}
+                "episode_length": task.episode_length, "stochastic": stochastic,
+                "estimator": None if estimator is None else repr(estimator)}
     if critic is not None:
         settings["critic"] = {"hidden": list(critic.hidden), "discount": critic.discount,
                               "lam": critic.lam, "iterations": critic.iterations}

@@ -138,3 +138,24 @@ def test_training_continues_from_an_optimizer_state(reach):
     # Adam's bias correction differs at step 3 and step 1: the updates differ
     assert not np.allclose(ravel_pytree(more.params)[0],
                            ravel_pytree(fresh.params)[0])
+
+
+def test_an_estimator_gives_the_updates_of_its_gradient(reach):
+    """`train(estimator=...)`: a first-order estimator with σ = 1e-9 averages exact gradients
+    at the parameters themselves, so its updates are the exact ones (Adam, to its rounding);
+    a zeroth-order one differs, and both report the same windows' rewards."""
+    task, policy, params = reach
+    runs = {name: control.train(task, policy, params, key=jax.random.key(1), updates=2,
+                                batch=8, window=5, optimizer=OPTIMIZER, progress=False,
+                                estimator=estimator)
+            for name, estimator in (
+                ("exact", None), ("first", jc.optim.Estimator("first", sigma=1e-9, samples=2)),
+                ("zeroth", jc.optim.Estimator("zeroth", sigma=1e-2, samples=4)))}
+    flat = {name: ravel_pytree(run.params)[0] for name, run in runs.items()}
+    np.testing.assert_allclose(flat["first"], flat["exact"], rtol=1e-6, atol=1e-9)
+    assert not np.allclose(flat["zeroth"], flat["exact"], atol=1e-6)
+    # the first window is the same unperturbed window in all three
+    rewards = [run.history[0]["reward"] for run in runs.values()]
+    np.testing.assert_allclose(rewards, rewards[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="estimator"):
+        control.train(task, policy, params, key=jax.random.key(0), estimator="zeroth")
