@@ -72,31 +72,46 @@ def _perturbed(center, scale, seeds, first=None):
     return out
 
 
+def _losses(build, outcome, reference, width, mean=False):
+    """(exact, smoothed) losses: the squared distance of `outcome(model, state, x)` (an
+    array whose last axis is a point's coordinates) to its value at `reference`, summed over
+    the points (or with `mean`, averaged), without and with backward smoothing of `width`."""
+    def make(contact):
+        model, state = build()
+        if contact is not None:
+            model = _with_smoothing(model, contact)
+        return lambda x: outcome(model, state, x)
+
+    exact = make(None)
+    target = jc.jit(exact)(jnp.asarray(reference))
+
+    def loss_of(f):
+        def loss(x):
+            d2 = jnp.sum((f(x) - target) ** 2, axis=-1)
+            return jnp.mean(d2) if mean else jnp.sum(d2)
+        return loss
+
+    return loss_of(exact), loss_of(make(smoothing(width)))
+
+
+def _in_plane(x):
+    """(v_x, 0, v_z) from x = (v_x, v_z)."""
+    return jnp.stack([x[0], jnp.zeros_like(x[0]), x[1]])
+
+
 # --- ADD E11 -------------------------------------------------------------------------------
 
 def e11(width=0.05):
     from experiments import add_e11_mesh_throw as e
 
-    def make(contact):
-        model, state = e.build()
-        if contact is not None:
-            model = _with_smoothing(model, contact)
+    def vertices(model, state, x):
         local = model.mesh.vertices[0, :model.mesh.count[0]]
-
-        def vertices(x):
-            s = state.replace(vel=x[None, :3], ang_vel=x[None, 3:])
-            final, _ = jc.rollout(model, s, steps=e.STEPS)
-            return final.pos[0] + jax.vmap(lambda v: quat_rotate(final.quat[0], v))(local)
-        return vertices
-
-    vertices = make(None)
-    target = jc.jit(vertices)(jnp.asarray(e.REFERENCE))
-
-    def loss_of(f):
-        return lambda x: jnp.sum((f(x) - target) ** 2)
+        s = state.replace(vel=x[None, :3], ang_vel=x[None, 3:])
+        final, _ = jc.rollout(model, s, steps=e.STEPS)
+        return final.pos[0] + jax.vmap(lambda v: quat_rotate(final.quat[0], v))(local)
 
     return Task("e11", "ADD E11: convex body via floor and wall to a target pose",
-                loss_of(vertices), loss_of(make(smoothing(width))),
+                *_losses(e.build, vertices, e.REFERENCE, width),
                 lambda seeds: _perturbed(e.START, 0.2, seeds), e.RTOL, e.SIGMA0, 0.2,
                 "contact sequences: a start with the reference's sequence rests on another "
                 "face")
@@ -107,23 +122,11 @@ def e11(width=0.05):
 def e3(width=0.05):
     from experiments import add_e3_continuation as e
 
-    def make(contact):
-        model, state = e.build()
-        if contact is not None:
-            model = _with_smoothing(model, contact)
-        corners = jnp.asarray(model.mesh.vertices[0][:model.mesh.count[0]])
-
-        def points(x):
-            s = state.replace(vel=x[None, :3], ang_vel=x[None, 3:])
-            final, _ = jc.rollout(model, s, steps=e.STEPS)
-            return final.pos[0] + corners @ jc.math.quat_to_mat(final.quat[0]).T
-        return points
-
-    points = make(None)
-    target = jc.jit(points)(jnp.asarray(e.REFERENCE))
-
-    def loss_of(f):
-        return lambda x: jnp.mean(jnp.sum((f(x) - target) ** 2, axis=-1))
+    def corners(model, state, x):
+        local = jnp.asarray(model.mesh.vertices[0][:model.mesh.count[0]])
+        s = state.replace(vel=x[None, :3], ang_vel=x[None, 3:])
+        final, _ = jc.rollout(model, s, steps=e.STEPS)
+        return final.pos[0] + local @ jc.math.quat_to_mat(final.quat[0]).T
 
     def starts(seeds):
         # E3's own starts (seed 0 of its generator), as many as asked
@@ -134,8 +137,8 @@ def e3(width=0.05):
         return list(drawn[:seeds])
 
     return Task("e3", "ADD E3: rock thrown to a target pose, k_n = 1000 (no continuation)",
-                loss_of(points), loss_of(make(smoothing(width))), starts, 1e-10, 0.5, 0.2,
-                "a long tumble over a soft floor: many nearby contact sequences")
+                *_losses(e.build, corners, e.REFERENCE, width, mean=True), starts, 1e-10,
+                0.5, 0.2, "a long tumble over a soft floor: many nearby contact sequences")
 
 
 # --- Zhong et al.'s "hit" ------------------------------------------------------------------
@@ -143,22 +146,9 @@ def e3(width=0.05):
 def zhong_hit(width=0.05):
     from experiments import zhong_throwing as e
 
-    def make(contact):
-        model, state = e.build()
-        if contact is not None:
-            model = _with_smoothing(model, contact)
-
-        def final(x):
-            v = jnp.stack([x[0], jnp.zeros_like(x[0]), x[1]])
-            end, _ = jc.rollout(model, state.replace(vel=v[None]), steps=e.STEPS)
-            return end.pos[0]
-        return final
-
-    final = make(None)
-    target = jc.jit(final)(jnp.asarray(e.HIT_REFERENCE))
-
-    def loss_of(f):
-        return lambda x: jnp.sum((f(x) - target) ** 2)
+    def final(model, state, x):
+        end, _ = jc.rollout(model, state.replace(vel=_in_plane(x)[None]), steps=e.STEPS)
+        return end.pos[0]
 
     def starts(seeds):
         fixed = [np.asarray(s, float) for s in e.HIT_STARTS]
@@ -168,7 +158,7 @@ def zhong_hit(width=0.05):
         return (fixed + more)[:seeds]
 
     return Task("zhong_hit", "Zhong et al.'s \"hit\": a ball to a target after one bounce",
-                loss_of(final), loss_of(make(smoothing(width))), starts, 1e-12, 0.5, 0.1,
+                *_losses(e.build, final, e.HIT_REFERENCE, width), starts, 1e-12, 0.5, 0.1,
                 "bounce timing: each number of bounces before T is its own basin")
 
 
@@ -187,28 +177,16 @@ def _push_scene():
 
 
 def push(width=0.05):
-    def make(contact):
-        model, state = _push_scene()
-        if contact is not None:
-            model = _with_smoothing(model, contact)
-
-        def box(x):
-            v = jnp.stack([x[0], x[1], jnp.zeros_like(x[0])])
-            # a rolling start (ω = v x z / r), so the ball does not skid first
-            w = jnp.stack([-x[1], x[0], jnp.zeros_like(x[0])]) / 0.05
-            s = state.replace(vel=state.vel.at[1].set(v), ang_vel=state.ang_vel.at[1].set(w))
-            end, _ = jc.rollout(model, s, steps=50)
-            return end.pos[0, :2]
-        return box
-
-    box = make(None)
-    target = jc.jit(box)(jnp.asarray(PUSH_REFERENCE))
-
-    def loss_of(f):
-        return lambda x: jnp.sum((f(x) - target) ** 2)
+    def box(model, state, x):
+        v = jnp.stack([x[0], x[1], jnp.zeros_like(x[0])])
+        # a rolling start (ω = z x v / r), so the ball does not skid first
+        w = jnp.stack([-x[1], x[0], jnp.zeros_like(x[0])]) / 0.05
+        s = state.replace(vel=state.vel.at[1].set(v), ang_vel=state.ang_vel.at[1].set(w))
+        end, _ = jc.rollout(model, s, steps=50)
+        return end.pos[0, :2]
 
     return Task("push", "after Suh et al.: a rolling ball pushes a box to a target",
-                loss_of(box), loss_of(make(smoothing(width))),
+                *_losses(_push_scene, box, PUSH_REFERENCE, width),
                 lambda seeds: _perturbed(PUSH_REFERENCE, 0.6, seeds, first=PUSH_MISS), 1e-12,
                 0.5, 0.2, "a launch that misses the box: zero gradient, a flat loss")
 
@@ -233,25 +211,12 @@ def _wall_scene():
 
 
 def wall(width=0.05):
-    def make(contact):
-        model, state = _wall_scene()
-        if contact is not None:
-            model = _with_smoothing(model, contact)
-
-        def final(x):
-            v = jnp.stack([x[0], jnp.zeros_like(x[0]), x[1]])
-            end, _ = jc.rollout(model, state.replace(vel=v[None]), steps=150)
-            return end.pos[0, ::2]
-        return final
-
-    final = make(None)
-    target = jc.jit(final)(jnp.asarray(WALL_REFERENCE))
-
-    def loss_of(f):
-        return lambda x: jnp.sum((f(x) - target) ** 2)
+    def final(model, state, x):
+        end, _ = jc.rollout(model, state.replace(vel=_in_plane(x)[None]), steps=150)
+        return end.pos[0, ::2]
 
     return Task("wall", "after Suh et al.: a ball thrown over a 1 m wall to a target",
-                loss_of(final), loss_of(make(smoothing(width))),
+                *_losses(_wall_scene, final, WALL_REFERENCE, width),
                 lambda seeds: _perturbed(WALL_REFERENCE, 1.0, seeds, first=WALL_LOW), 1e-12,
                 1.0, 0.3, "the wall's top edge: a jump in the loss, and gradients that point "
                 "back into the wall just below it")
