@@ -89,7 +89,7 @@ def held_out(push, policy, params):
             "return": float(jnp.mean(ret)), "converged": float(jnp.mean(conv))}
 
 
-def run_apg(push, policy, seed, updates, optimizer):
+def run_apg(push, policy, seed, updates, optimizer, estimator=None):
     params = policy.init(jax.random.key(seed), push.task.state)
     window = push.task.episode_length
     steps_per_update = APG_BATCH * window
@@ -102,7 +102,7 @@ def run_apg(push, policy, seed, updates, optimizer):
         start = time.perf_counter()
         result = control.train(push.task, policy, params, key=sub, updates=n, batch=APG_BATCH,
                                window=window, optimizer=optimizer, opt_state=opt_state,
-                               progress=False)
+                               progress=False, estimator=estimator)
         wall += time.perf_counter() - start
         first = result.first_update_seconds if first is None else first
         params, opt_state = result.params, result.opt_state
