@@ -92,7 +92,8 @@ def held_out(push, policy, params):
 def run_apg(push, policy, seed, updates, optimizer, estimator=None):
     params = policy.init(jax.random.key(seed), push.task.state)
     window = push.task.episode_length
-    steps_per_update = APG_BATCH * window
+    # an estimator's update simulates its samples' windows too
+    steps_per_update = APG_BATCH * window * (1 if estimator is None else estimator.simulations)
     curve = [{"steps": 0, "seconds": 0.0, **held_out(push, policy, params)}]
     opt_state, wall, key = None, 0.0, jax.random.key(1000 + seed)
     first = None

@@ -46,18 +46,6 @@ def make_push(smoothing):
                                dtype=qiao.DTYPE)
 
 
-def count_estimates(runs, kinds, samples):
-    """`run_apg` counts one window of every environment per update; an estimator's update
-    simulates samples + 2 windows (the samples, the point, and the window carried on):
-    its curves' steps are scaled to what was simulated."""
-    for kind, rs in runs.items():
-        if kinds[kind][1] is not None:
-            for r in rs:
-                for row in r["curve"]:
-                    row["steps"] *= samples + 2
-    return runs
-
-
 def figure(runs, start_distance):
     import matplotlib
     matplotlib.use("Agg")
@@ -119,7 +107,6 @@ def main():
             log(f"{kind} seed {seed}: held-out distance "
                 f"{runs[kind][-1]['curve'][-1]['distance']:.3f} m")
         seconds[kind] = time.perf_counter() - t
-    runs = count_estimates(runs, kinds, args.samples)
     push = make_push(None)
     start_distance = float(np.mean(np.linalg.norm(np.asarray(jax.vmap(
         lambda k: push.task.initial(k)[1].pos[0, :2])(

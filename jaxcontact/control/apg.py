@@ -177,9 +177,10 @@ def _update(scene, params, opt_state, carry, critic_state, *, task, policy, wind
     else:
         # every sample runs the window from the same environments with the same keys
         # (common random numbers); the unperturbed window carries the environments on
+        value, (new_carry, out) = _loss(params, *rest)
         _, grads, _ = estimator(lambda p: _loss(p, *rest)[0], params,
-                                jax.random.fold_in(carry[4], 1))
-        value, (carry, out) = _loss(params, *rest)
+                                jax.random.fold_in(carry[4], 1), value=value)
+        carry = new_carry
     norm = optax.tree.norm(grads)
     changes, opt_state = _clipped(optimizer, clip).update(grads, opt_state, params)
     ended = out["ended"]
@@ -246,7 +247,7 @@ def train(task: Task, policy, params, *, key, updates: int = 100, batch: int = 3
         (`TrainResult.critic_state`); default: fresh ones drawn from `key`.
       estimator: a `jc.optim.Estimator`: each update's gradient is its estimate over the
         policy's flattened parameters (σ in their units; N perturbed copies of the window,
-        N + 2 windows an update) instead of the exact gradient (issue 66: for losses whose
+        `Estimator.simulations` = N + 1 windows an update) instead of the exact gradient (issue 66: for losses whose
         exact gradients mislead; a zeroth-order estimate over thousands of parameters is
         noisy, as evolution strategies are). None (default): exact gradients.
       log: write the run (settings, history, timings) as JSON to this path.

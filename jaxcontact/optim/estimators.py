@@ -81,9 +81,9 @@ class Estimator:
         """Simulations per estimate: the N samples and x itself."""
         return self.samples + 1
 
-    def __call__(self, loss, x, key, *args):
+    def __call__(self, loss, x, key, *args, value=None):
         """(f(x), the estimated ∇F(x), α) of `loss(x, *args)` (α: 0 for "zeroth", 1 for
-        "first")."""
+        "first"). `value`: f(x) where the caller has it already (one simulation fewer)."""
         flat, unravel = ravel_pytree(x)
         sigma = jnp.broadcast_to(jnp.asarray(self.sigma, flat.dtype), flat.shape)
 
@@ -92,12 +92,12 @@ class Estimator:
 
         noise = jax.random.normal(key, (self.samples, flat.shape[0]), flat.dtype)
         points = flat[None, :] + sigma[None, :] * noise
-        if self.order == "zeroth":
+        if value is None:
             value = f(flat)
+        if self.order == "zeroth":
             values = jax.vmap(f)(points)
             grad = self._zeroth(values, value, noise, sigma)
             return value, unravel(jnp.mean(grad, axis=0)), jnp.zeros((), flat.dtype)
-        value = f(flat)
         values, grads = jax.vmap(jax.value_and_grad(f))(points)
         g1 = grads
         if self.order == "first":
